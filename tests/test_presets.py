@@ -1,0 +1,163 @@
+"""Presets: names, parameter counts, preset directories, checksums, bad input."""
+
+import json
+import re
+
+import keras
+import numpy as np
+import pytest
+from conftest import random_inputs
+
+import keras_bert_zoo as kbz
+from keras_bert_zoo.presets import load_preset_config
+
+# The issue's reference counts (encoder with pooler), equal to the original BERT releases.
+EXPECTED_PARAMETERS = {
+    "bert_tiny_en_uncased": 4_385_920,
+    "bert_mini_en_uncased": 11_170_560,
+    "bert_small_en_uncased": 28_763_648,
+    "bert_medium_en_uncased": 41_373_184,
+    "bert_base_en_uncased": 109_482_240,
+    "bert_base_en": 108_310_272,
+    "bert_large_en_uncased": 335_141_888,
+    "bert_large_en": 333_579_264,
+    # vocabulary 119,547 and 21,128 rows on the BERT-Base shape
+    "bert_base_multi": 177_853_440,
+    "bert_base_zh": 102_267_648,
+}
+LOWERCASE = {"bert_base_en": False, "bert_large_en": False, "bert_base_multi": False}
+
+
+def test_list_presets_sorted_and_complete():
+    names = kbz.list_presets()
+    assert names == sorted(names)
+    assert set(EXPECTED_PARAMETERS) <= set(names)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_every_preset_builds_with_exact_parameter_count(name):
+    keras.backend.clear_session()
+    encoder = kbz.from_preset(name, load_weights=False)
+    assert encoder.count_params() == EXPECTED_PARAMETERS[name]
+    config = load_preset_config(name)
+    assert config.lowercase == LOWERCASE.get(name, True)
+    with open(config.vocabulary_path, encoding="utf-8") as handle:
+        vocabulary = handle.read().split("\n")[:-1]  # not splitlines: tokens hold U+2028 etc.
+    assert len(vocabulary) == config.architecture["vocabulary_size"]
+    assert vocabulary[0] == "[PAD]" and vocabulary[100:104] == ["[UNK]", "[CLS]", "[SEP]",
+                                                                "[MASK]"]
+    keras.backend.clear_session()
+
+
+def test_unknown_preset_lists_close_matches():
+    with pytest.raises(ValueError, match=r"Unknown preset 'bert_base_uncased'.*Did you mean"
+                                         r".*'bert_base_en_uncased'"):
+        kbz.from_preset("bert_base_uncased", load_weights=False)
+
+
+def test_named_preset_without_weights_says_how_to_get_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("KBZ_CACHE_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="not available on this machine.*load_weights=False"
+                                         ".*kbz convert"):
+        kbz.from_preset("bert_tiny_en_uncased")
+
+
+def test_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="No preset directory"):
+        kbz.from_preset(str(tmp_path / "nope"))
+
+
+@pytest.fixture
+def saved_tiny(tiny_architecture, tmp_path):
+    keras.utils.set_random_seed(2)
+    encoder = kbz.build_encoder(**tiny_architecture)
+    vocabulary = ["[PAD]"] + [f"tok{i}" for i in range(1, 1000)]
+    directory = kbz.save_preset(encoder, tmp_path / "tiny", vocabulary=vocabulary,
+                                lowercase=True)
+    return encoder, directory
+
+
+def test_save_preset_round_trip(saved_tiny):
+    encoder, directory = saved_tiny
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "SHA256SUMS", "model.weights.safetensors", "preset.json", "vocab.txt"]
+    restored = kbz.from_preset(str(directory))
+    inputs = random_inputs()
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_array_equal(encoder(inputs)[key], restored(inputs)[key])
+    # a preset loaded from a directory can be saved again without naming its vocabulary
+    again = kbz.save_preset(restored, directory.parent / "again")
+    assert (again / "vocab.txt").read_bytes() == (directory / "vocab.txt").read_bytes()
+
+
+def test_save_preset_refuses_to_overwrite(saved_tiny):
+    encoder, directory = saved_tiny
+    with pytest.raises(ValueError, match="already exists"):
+        kbz.save_preset(encoder, directory)
+
+
+def _rewrite_preset(directory, **changes):
+    data = json.loads((directory / "preset.json").read_text())
+    data.update(changes)
+    (directory / "preset.json").write_text(json.dumps(data))
+    kbz.presets.write_checksums(directory)
+
+
+def test_tampered_file_fails_checksum_before_parsing(saved_tiny):
+    _, directory = saved_tiny
+    (directory / "preset.json").write_text("{ not even json")
+    with pytest.raises(ValueError, match="Checksum mismatch.*preset.json"):
+        kbz.from_preset(str(directory))
+
+
+def test_missing_checksums_file_is_refused(saved_tiny):
+    _, directory = saved_tiny
+    (directory / "SHA256SUMS").unlink()
+    with pytest.raises(ValueError, match="has no SHA256SUMS"):
+        kbz.from_preset(str(directory))
+
+
+@pytest.mark.parametrize("relative", ["../outside.txt", "/etc/passwd", "sub/../../x.txt"])
+def test_paths_that_escape_the_directory_are_refused(saved_tiny, relative):
+    _, directory = saved_tiny
+    _rewrite_preset(directory, tokenizer={"vocabulary": relative, "lowercase": True})
+    with pytest.raises(ValueError, match="outside the preset directory|relative path inside"):
+        kbz.from_preset(str(directory))
+
+
+def test_weights_that_do_not_fit_are_a_clear_error(saved_tiny):
+    _, directory = saved_tiny
+    data = json.loads((directory / "preset.json").read_text())
+    data["architecture"]["intermediate_dim"] = 128
+    data["num_parameters"] = None
+    _rewrite_preset(directory, **data)
+    with pytest.raises(ValueError, match=re.escape("do not fit this architecture (shape "
+                                                   "mismatch: transformer_layer_0/intermediate")):
+        kbz.from_preset(str(directory))
+
+
+def test_truncated_weights_file_is_a_clear_error(saved_tiny):
+    _, directory = saved_tiny
+    weights = directory / "model.weights.safetensors"
+    weights.write_bytes(weights.read_bytes()[:5000])
+    kbz.presets.write_checksums(directory)
+    with pytest.raises(ValueError, match="Cannot read weights file.*truncated"):
+        kbz.from_preset(str(directory))
+
+
+def test_vocabulary_size_must_match_architecture(saved_tiny):
+    _, directory = saved_tiny
+    (directory / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    kbz.presets.write_checksums(directory)
+    with pytest.raises(ValueError, match="has 2 tokens but the architecture's vocabulary_size "
+                                         "is 1000"):
+        kbz.from_preset(str(directory))
+
+
+def test_unknown_architecture_keys_are_refused(saved_tiny):
+    _, directory = saved_tiny
+    data = json.loads((directory / "preset.json").read_text())
+    data["architecture"]["class_name"] = "os.system"
+    _rewrite_preset(directory, **data)
+    with pytest.raises(ValueError, match=r"Unknown: \['class_name'\]"):
+        kbz.from_preset(str(directory))
