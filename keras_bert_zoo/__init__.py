@@ -6,17 +6,25 @@
 
 __version__ = "0.1.0"
 
-from keras_bert_zoo import checkpoints, layers, presets
+from keras_bert_zoo import checkpoints, encoder, layers, presets, tasks
 from keras_bert_zoo.encoder import build_encoder
 from keras_bert_zoo.presets import from_preset, list_presets, save_preset
+from keras_bert_zoo.pretraining import build_pretrainer
+from keras_bert_zoo.tasks import build_classifier, build_question_answerer, build_tagger
 
 __all__ = [
     "__version__",
+    "build_classifier",
     "build_encoder",
+    "build_pretrainer",
+    "build_question_answerer",
+    "build_tagger",
     "checkpoints",
+    "encoder",
     "from_preset",
     "layers",
     "list_presets",
     "presets",
     "save_preset",
+    "tasks",
 ]

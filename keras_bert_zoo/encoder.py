@@ -85,7 +85,8 @@ def build_encoder(
         vocabulary_size, num_segments, max_sequence_length, name="input_checks"
     )([inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"]])
 
-    token = keras.layers.Embedding(
+    # Reversible: the MLM decoder reuses this matrix (`token_embedding(h, reverse=True)`).
+    token = keras.layers.ReversibleEmbedding(
         vocabulary_size, hidden_dim, embeddings_initializer=initializer,
         dtype=dtype, name="token_embedding",
     )(token_ids)
@@ -148,3 +149,12 @@ def architecture_of(encoder: keras.Model) -> dict:
         "dropout": first.dropout,
         "gelu_approximate": first.gelu_approximate,
     }
+
+
+def parameter_count(architecture: dict) -> int:
+    """Parameters of the encoder with pooler, from its architecture alone (no model built)."""
+    h, i = architecture["hidden_dim"], architecture["intermediate_dim"]
+    embeddings = (architecture["vocabulary_size"] + architecture["max_sequence_length"]
+                  + architecture["num_segments"] + 2) * h
+    block = (h * 3 * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
+    return embeddings + architecture["num_layers"] * block + h * h + h

@@ -24,6 +24,7 @@ VOCABULARY_FILE = "vocab.txt"
 WEIGHTS_FILE = "model.weights.safetensors"
 CACHE_ENV = "KBZ_CACHE_DIR"
 _ARCHITECTURE_EXCLUDED = ("dtype", "name")
+_TASKS_WITHOUT_POOLER = ("tagger", "question_answerer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +266,7 @@ def from_preset(name_or_dir, task: str = "encoder", load_weights: bool = True, d
     same_task = task == config.task
     if same_task:
         task_kwargs = {**config.task_config, **task_kwargs}
-    model = build_task(task, encoder, dtype=dtype, **task_kwargs)
+    model = build_task(task, encoder, **task_kwargs)
     if load_weights:
         if config.weights_path is None or not config.weights_path.is_file():
             raise _no_weights_error(config)
@@ -273,10 +274,11 @@ def from_preset(name_or_dir, task: str = "encoder", load_weights: bool = True, d
 
         tensors = read_weights(config.weights_path)
         encoder_paths = {v.path for v in encoder.weights}
-        head = [v.path for v in model.weights if v.path not in encoder_paths]
+        new_ok = set() if same_task else {v.path for v in model.weights} - encoder_paths
+        if config.task in _TASKS_WITHOUT_POOLER:  # their graphs never held the pooler
+            new_ok |= {p for p in encoder_paths if p.startswith("pooled_dense/")}
         assign_weights(
-            model.weights, tensors, config.weights_path,
-            new_ok=() if same_task else head,
+            model.weights, tensors, config.weights_path, new_ok=new_ok,
             unused_ok=() if same_task else set(tensors) - encoder_paths,
         )
     model.preset_config = config
@@ -301,7 +303,7 @@ def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None
     import shutil
     import tempfile
 
-    from keras_bert_zoo.encoder import architecture_of, find_encoder
+    from keras_bert_zoo.encoder import architecture_of, find_encoder, parameter_count
     from keras_bert_zoo.weights import save_weights
 
     directory = Path(directory)
@@ -323,7 +325,7 @@ def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None
         "tokenizer": {"vocabulary": VOCABULARY_FILE, "lowercase": bool(lowercase)},
         "task": task or recorded_task,
         "task_config": task_config if task_config is not None else recorded_config,
-        "num_parameters": find_encoder(model).count_params(),
+        "num_parameters": parameter_count(architecture),
         "weights": {"file": WEIGHTS_FILE},
     }
     directory.parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,8 @@ def test_every_preset_builds_with_exact_parameter_count(name):
     keras.backend.clear_session()
     encoder = kbz.from_preset(name, load_weights=False)
     assert encoder.count_params() == EXPECTED_PARAMETERS[name]
+    assert kbz.encoder.parameter_count(load_preset_config(name).architecture) == \
+        EXPECTED_PARAMETERS[name]
     config = load_preset_config(name)
     assert config.lowercase == LOWERCASE.get(name, True)
     with open(config.vocabulary_path, encoding="utf-8") as handle:

@@ -1,0 +1,182 @@
+"""Task models: pretrainer (tied decoder, weighted losses), classifier, tagger, QA; presets."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import random_inputs
+
+import keras_bert_zoo as kbz
+from keras_bert_zoo.pretraining import MaskedLMPerplexity, compile_pretrainer
+from keras_bert_zoo.tasks import IGNORE_LABEL, classifier_loss, tagger_loss
+
+
+@pytest.fixture
+def encoder(tiny_architecture):
+    keras.utils.set_random_seed(4)
+    return kbz.build_encoder(**tiny_architecture, dropout=0.0)
+
+
+def pretraining_batch(batch=4, length=16, predictions=5, seed=0):
+    x = random_inputs(batch=batch, length=length, seed=seed,
+                      lengths=[length] * batch)
+    rng = np.random.default_rng(seed)
+    x["mask_positions"] = np.sort(rng.integers(1, length, (batch, predictions)), 1).astype(
+        "int32")
+    y = {"mlm_logits": rng.integers(0, 1000, (batch, predictions)).astype("int32"),
+         "nsp_logits": rng.integers(0, 2, (batch,)).astype("int32")}
+    weights = np.ones((batch, predictions), "float32")
+    weights[:, -2:] = 0.0  # padded prediction slots
+    return x, y, {"mlm_logits": weights, "nsp_logits": np.ones(batch, "float32")}
+
+
+def test_pretrainer_outputs_and_tied_decoder(encoder):
+    model = kbz.build_pretrainer(encoder, max_predictions=5)
+    x, _, _ = pretraining_batch()
+    out = model(x)
+    assert tuple(out["mlm_logits"].shape) == (4, 5, 1000)
+    assert tuple(out["nsp_logits"].shape) == (4, 2)
+    # the decoder is the token embedding: no second [vocab, hidden] matrix
+    big = [v.path for v in model.weights if tuple(v.shape) == (1000, 32)]
+    assert big == ["token_embedding/embeddings"]
+    # mlm logits = LN(gelu(dense(h[pos]))) @ E^T + b, computed by hand
+    encoder_inputs = {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    sequence = np.asarray(encoder(encoder_inputs)["sequence_output"])
+    head = model.get_layer("mlm_head")
+    gathered = np.take_along_axis(sequence, x["mask_positions"][..., None], axis=1)
+    hidden = head.layer_norm(keras.activations.gelu(head.dense(gathered)))
+    expected = np.asarray(hidden) @ np.asarray(encoder.get_layer(
+        "token_embedding").embeddings).T + np.asarray(model.get_layer("mlm_output_bias").bias)
+    np.testing.assert_allclose(out["mlm_logits"], expected, atol=1e-5)
+
+
+def test_padded_prediction_slots_count_for_nothing(encoder):
+    model = compile_pretrainer(kbz.build_pretrainer(encoder, max_predictions=5), "sgd")
+    x, y, w = pretraining_batch()
+    base = model.evaluate(x, y, sample_weight=w, verbose=0, return_dict=True)
+    y["mlm_logits"][:, -2:] = 7  # change labels only where the weight is 0
+    changed = model.evaluate(x, y, sample_weight=w, verbose=0, return_dict=True)
+    for key in ("mlm_logits_loss", "mlm_logits_accuracy", "mlm_logits_perplexity"):
+        assert base[key] == pytest.approx(changed[key], rel=1e-6), key
+    assert np.exp(base["mlm_logits_loss"]) == pytest.approx(base["mlm_logits_perplexity"],
+                                                            rel=1e-4)
+
+
+def test_perplexity_metric_known_value():
+    metric = MaskedLMPerplexity()
+    logits = np.log(np.array([[[0.5, 0.5], [0.25, 0.75]]], "float32"))
+    metric.update_state(np.array([[0, 1]]), logits, sample_weight=np.array([[1.0, 0.0]]))
+    assert float(metric.result()) == pytest.approx(2.0, rel=1e-5)
+
+
+def test_pretrainer_trains_and_round_trips_keras_file(encoder, tmp_path):
+    model = compile_pretrainer(kbz.build_pretrainer(encoder, max_predictions=5),
+                               keras.optimizers.Adam(1e-3))
+    x, y, w = pretraining_batch()
+    history = model.fit(x, y, sample_weight=w, epochs=15, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    model.save(tmp_path / "p.keras")
+    restored = keras.models.load_model(tmp_path / "p.keras", safe_mode=True)
+    np.testing.assert_array_equal(model(x)["mlm_logits"], restored(x)["mlm_logits"])
+    embedding = restored.get_layer("token_embedding")
+    assert sum(v is embedding.embeddings for v in restored.weights) == 1  # still tied
+
+
+@pytest.mark.parametrize("num_classes, multi_label", [(3, False), (1, False), (4, True)])
+def test_classifier_fits(encoder, num_classes, multi_label):
+    model = kbz.build_classifier(encoder, num_classes=num_classes, multi_label=multi_label)
+    x = random_inputs(batch=8, length=10, seed=1, lengths=[10] * 8)
+    rng = np.random.default_rng(0)
+    y = (rng.normal(size=(8, 1)).astype("float32") if num_classes == 1 else
+         rng.integers(0, 2, (8, num_classes)).astype("float32") if multi_label else
+         rng.integers(0, num_classes, (8,)))
+    model.compile(keras.optimizers.Adam(1e-3), classifier_loss(num_classes, multi_label))
+    history = model.fit(x, y, epochs=10, verbose=0)
+    assert tuple(model(x).shape) == (8, num_classes)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+
+
+def test_tagger_ignores_ignore_label_positions(encoder):
+    model = kbz.build_tagger(encoder, num_tags=5)
+    x = random_inputs(batch=2, length=8)
+    labels = np.full((2, 8), IGNORE_LABEL)
+    labels[:, 1:4] = [[1, 2, 0], [4, 0, 0]]
+    loss = tagger_loss()
+    logits = model(x)
+    base = float(loss(labels, logits))
+    other = labels.copy()
+    other[:, 5:] = IGNORE_LABEL
+    assert float(loss(other, logits)) == pytest.approx(base)
+    manual = -np.mean([tf.nn.log_softmax(logits[i, j])[labels[i, j]]
+                       for i in range(2) for j in range(8) if labels[i, j] != IGNORE_LABEL])
+    assert base == pytest.approx(float(manual), rel=1e-5)
+
+
+def test_question_answerer_masks_padding(encoder):
+    model = kbz.build_question_answerer(encoder)
+    x = random_inputs(batch=2, length=10, lengths=[10, 6])
+    out = model(x)
+    assert tuple(out["start_logits"].shape) == (2, 10)
+    assert np.all(np.asarray(out["end_logits"])[1, 6:] < -1e8)
+    assert np.all(np.abs(np.asarray(out["start_logits"])[0]) < 1e3)
+
+
+@pytest.mark.parametrize("task, kwargs, output", [
+    ("classifier", {"num_classes": 2}, None),
+    ("tagger", {"num_tags": 3}, None),
+    ("question_answerer", {}, "start_logits"),
+    ("pretrainer", {"max_predictions": 4}, "nsp_logits"),
+])
+def test_task_presets_save_and_reload_with_their_heads(encoder, tmp_path, task, kwargs, output):
+    model = kbz.tasks.build_task(task, encoder, **kwargs)
+    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(999)]
+    directory = kbz.save_preset(model, tmp_path / task, vocabulary=vocabulary, lowercase=True)
+    restored = kbz.from_preset(str(directory), task=task)
+    x = random_inputs(batch=2, length=8)
+    if task == "pretrainer":
+        x["mask_positions"] = np.ones((2, 4), "int32")
+    a, b = model(x), restored(x)
+    a, b = (a[output], b[output]) if output else (a, b)
+    np.testing.assert_array_equal(a, b)
+    # the same preset as a bare encoder: head weights are left unused, encoder identical
+    # (tagger and QA graphs hold no pooler, so theirs is new)
+    bare = kbz.from_preset(str(directory))
+    keys = ["sequence_output"] + (["pooled_output"] if task in ("classifier", "pretrainer")
+                                  else [])
+    for key in keys:
+        np.testing.assert_array_equal(bare(random_inputs(batch=2, length=8))[key],
+                                      encoder(random_inputs(batch=2, length=8))[key])
+
+
+def test_new_head_on_encoder_preset(encoder, tmp_path):
+    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(999)]
+    directory = kbz.save_preset(encoder, tmp_path / "enc", vocabulary=vocabulary,
+                                lowercase=True)
+    model = kbz.from_preset(str(directory), task="classifier", num_classes=3)
+    assert tuple(model(random_inputs()).shape) == (3, 3)
+
+
+@pytest.mark.parametrize("task, kwargs, message", [
+    ("classifer", {}, "Unknown task 'classifer'"),
+    ("classifier", {}, "Bad arguments for task 'classifier'"),
+    ("classifier", {"num_classes": 2, "colour": 1}, "Bad arguments"),
+    ("classifier", {"num_classes": 0}, "`num_classes` must be a positive integer"),
+])
+def test_bad_task_arguments(encoder, task, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        kbz.tasks.build_task(task, encoder, **kwargs)
+
+
+@pytest.mark.parametrize("task, kwargs", [("classifier", {"num_classes": 2}),
+                                          ("tagger", {"num_tags": 3}),
+                                          ("question_answerer", {}),
+                                          ("pretrainer", {"max_predictions": 4})])
+def test_task_models_jit_compile_equals_eager(encoder, task, kwargs):
+    model = kbz.tasks.build_task(task, encoder, **kwargs)
+    x = random_inputs(batch=2, length=8)
+    if task == "pretrainer":
+        x["mask_positions"] = np.ones((2, 4), "int32")
+    eager = tf.nest.flatten(model(x))
+    compiled = tf.nest.flatten(tf.function(model, jit_compile=True)(x))
+    for a, b in zip(eager, compiled):
+        np.testing.assert_allclose(a, b, atol=1e-4)
