@@ -1,0 +1,54 @@
+"""Optimizer and schedule as BERT trains: warmup/decay values, decay exclusions, clipping."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bert_zoo as kbz
+from keras_bert_zoo.training import WarmupLinearDecay, create_optimizer
+
+
+def test_warmup_linear_decay_values():
+    schedule = WarmupLinearDecay(1e-3, warmup_steps=10, total_steps=110)
+    values = [float(schedule(s)) for s in (0, 5, 10, 60, 110, 200)]
+    np.testing.assert_allclose(values, [0.0, 5e-4, 1e-3, 5e-4, 0.0, 0.0], atol=1e-9)
+    restored = WarmupLinearDecay.from_config(schedule.get_config())
+    assert float(restored(60)) == pytest.approx(5e-4)
+
+
+def test_bad_schedule_is_a_clear_error():
+    with pytest.raises(ValueError, match="warmup_steps <= total_steps"):
+        WarmupLinearDecay(1e-3, warmup_steps=20, total_steps=10)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_weight_decay_skips_layer_norm_and_bias(name, tiny_architecture):
+    encoder = kbz.build_encoder(**tiny_architecture)
+    optimizer = create_optimizer(1e-3, total_steps=10, optimizer=name)
+    optimizer.build(encoder.trainable_variables)
+    decayed = {v.path for v in encoder.trainable_variables if optimizer._use_weight_decay(v)}
+    assert "transformer_layer_0/intermediate/kernel" in decayed
+    assert "token_embedding/embeddings" in decayed
+    assert not any("layer_norm" in p or p.endswith("/bias") for p in decayed)
+
+
+def test_zero_gradient_step_only_decays_kernels():
+    kernel = keras.Variable(np.ones((2, 2), "float32"), name="kernel")
+    bias = keras.Variable(np.ones((2,), "float32"), name="bias")
+    optimizer = create_optimizer(0.1, total_steps=10, warmup_fraction=0.0, weight_decay=0.5)
+    optimizer.apply_gradients([(np.zeros((2, 2), "float32"), kernel),
+                               (np.zeros(2, "float32"), bias)])
+    np.testing.assert_allclose(bias.numpy(), 1.0)
+    np.testing.assert_allclose(kernel.numpy(), 1.0 - 0.1 * 0.5, rtol=1e-6)
+
+
+def test_global_norm_clipping():
+    optimizer = create_optimizer(1.0, total_steps=10, warmup_fraction=0.0, weight_decay=0.0,
+                                 optimizer="adamw")
+    clipped = optimizer._clip_gradients([np.full((4,), 10.0, "float32")])
+    assert float(np.linalg.norm(clipped[0])) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_unknown_optimizer_is_a_clear_error():
+    with pytest.raises(ValueError, match="'adamw' or 'lamb'"):
+        create_optimizer(1e-3, total_steps=10, optimizer="sgd")
