@@ -1,0 +1,52 @@
+"""Fine-tuning data: readers (GLUE TSV, CoNLL, SQuAD JSON), SQuAD windows and
+post-processing, and word-to-sub-word label alignment for taggers.
+
+>>> import keras_bert_zoo as kbz
+>>> train = kbz.data.read_glue_tsv("examples/data/sst2_sample.tsv")
+>>> train.label_names
+['0', '1']
+"""
+
+from keras_bert_zoo.data.readers import (
+    ClassificationData,
+    SquadAnswer,
+    SquadExample,
+    TaggedSentence,
+    TaggingData,
+    TextExample,
+    read_conll,
+    read_glue_tsv,
+    read_squad,
+    sorted_labels,
+    tag_vocabulary,
+)
+from keras_bert_zoo.data.squad import (
+    SquadFeatures,
+    build_squad_features,
+    doc_spans,
+    postprocess,
+    squad_evaluate,
+)
+from keras_bert_zoo.data.tagging import align_labels, encode_tagged, word_predictions
+
+__all__ = [
+    "ClassificationData",
+    "SquadAnswer",
+    "SquadExample",
+    "SquadFeatures",
+    "TaggedSentence",
+    "TaggingData",
+    "TextExample",
+    "align_labels",
+    "build_squad_features",
+    "doc_spans",
+    "encode_tagged",
+    "postprocess",
+    "read_conll",
+    "read_glue_tsv",
+    "read_squad",
+    "sorted_labels",
+    "squad_evaluate",
+    "tag_vocabulary",
+    "word_predictions",
+]
