@@ -183,7 +183,8 @@ def _parse(data: dict, directory: Path, source: str, name: str) -> PresetConfig:
         num_parameters=data.get("num_parameters"),
         weights_path=weights_path,
         weights_source=weights.get("source"),
-        metadata={k: data[k] for k in ("description", "license", "provenance") if k in data},
+        metadata={k: data[k] for k in ("description", "license", "provenance", "labels")
+                  if k in data},
     )
 
 
@@ -211,7 +212,9 @@ def load_preset_config(name_or_dir) -> PresetConfig:
     cached = cache_dir() / text
     if (cached / PRESET_FILE).is_file():  # weights converted earlier (kbz convert / download)
         cached_config = load_preset_config(cached)
-        config = dataclasses.replace(config, weights_path=cached_config.weights_path)
+        config = dataclasses.replace(config, weights_path=cached_config.weights_path,
+                                     task=cached_config.task,
+                                     task_config=cached_config.task_config)
     return config
 
 
@@ -269,18 +272,24 @@ def from_preset(name_or_dir, task: str = "encoder", load_weights: bool = True, d
     model = build_task(task, encoder, **task_kwargs)
     if load_weights:
         if config.weights_path is None or not config.weights_path.is_file():
-            raise _no_weights_error(config)
+            if not config.weights_source:
+                raise _no_weights_error(config)
+            from keras_bert_zoo.downloads import fetch_preset_weights
+
+            config = dataclasses.replace(config, weights_path=fetch_preset_weights(config))
         from keras_bert_zoo.weights import assign_weights, read_weights
 
         tensors = read_weights(config.weights_path)
         encoder_paths = {v.path for v in encoder.weights}
-        new_ok = set() if same_task else {v.path for v in model.weights} - encoder_paths
+        model_paths = {v.path for v in model.weights}
+        new_ok = set() if same_task else model_paths - encoder_paths
         if config.task in _TASKS_WITHOUT_POOLER:  # their graphs never held the pooler
             new_ok |= {p for p in encoder_paths if p.startswith("pooled_dense/")}
-        assign_weights(
-            model.weights, tensors, config.weights_path, new_ok=new_ok,
-            unused_ok=() if same_task else set(tensors) - encoder_paths,
-        )
+        # another task's head, and encoder parts this task's graph leaves out (the pooler)
+        unused_ok = (set() if same_task else set(tensors) - encoder_paths) | (
+            encoder_paths - model_paths)
+        assign_weights(model.weights, tensors, config.weights_path, new_ok=new_ok,
+                       unused_ok=unused_ok)
     model.preset_config = config
     return model
 
