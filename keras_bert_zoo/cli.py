@@ -1,6 +1,7 @@
-"""The `kbz` command line: `kbz presets`, `kbz convert SRC DST`."""
+"""The `kbz` command line: presets, convert, finetune, pretrain, export."""
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -9,9 +10,168 @@ import sys
 def _convert(args) -> int:
     from keras_bert_zoo import checkpoints
 
-    destination = checkpoints.convert_huggingface(args.src, args.dst, overwrite=args.overwrite)
-    print(f"Wrote preset directory {destination}; load it with kbz.from_preset('{destination}').")
+    destination = checkpoints.convert(
+        args.src, args.dst, source_format=args.source_format, target_format=args.target_format,
+        overwrite=args.overwrite, allow_pickle=args.allow_pickle, vocab_file=args.vocab_file)
+    if args.target_format == "huggingface":
+        print(f"Wrote Hugging Face BERT directory {destination}; load it with transformers' "
+              f"from_pretrained('{destination}').")
+    else:
+        print(f"Wrote preset directory {destination}; load it with "
+              f"kbz.from_preset('{destination}').")
     return 0
+
+
+def _finetune(args) -> int:
+    from keras_bert_zoo.runs import run_finetune
+
+    options = {}
+    if args.task == "classify":
+        options = dict(text_columns=tuple(args.text_columns.split(",")),
+                       label_column=args.label_column, regression=args.regression)
+    elif args.task == "qa":
+        options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
+    metrics = run_finetune(
+        args.task, args.preset, args.train, args.validation, args.output, epochs=args.epochs,
+        batch_size=args.batch_size, sequence_length=args.sequence_length,
+        learning_rate=args.learning_rate, warmup_fraction=args.warmup_fraction,
+        strategy=args.strategy, tpu=args.tpu, jit_compile=args.jit_compile,
+        mixed_precision=args.mixed_precision, seed=args.seed,
+        checkpoint_every=args.checkpoint_every, export=not args.no_export, **options)
+    print(json.dumps(metrics, indent=2, sort_keys=True))
+    return 0
+
+
+def add_training_arguments(parser, learning_rate: float, batch_size: int) -> None:
+    """Flags shared by `kbz finetune` and `kbz pretrain`."""
+    from keras_bert_zoo.training import PRECISIONS, STRATEGIES
+
+    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument("--learning-rate", type=float, default=learning_rate,
+                        help="peak learning rate of the warmup + linear-decay schedule")
+    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--strategy", choices=STRATEGIES, default="none")
+    parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
+    parser.add_argument("--jit-compile", action="store_true", help="compile steps with XLA")
+    parser.add_argument("--mixed-precision", choices=PRECISIONS, default="float32")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint-every", type=int, default=None,
+                        help="back up every N steps (default: every epoch); re-running the "
+                             "same command resumes from the last backup")
+
+
+def _add_finetune(commands) -> None:
+    finetune = commands.add_parser("finetune", help="fine-tune a classifier, tagger or QA model")
+    finetune.add_argument("task", choices=["classify", "tag", "qa"])
+    finetune.add_argument("--preset", required=True, help="preset name or directory")
+    finetune.add_argument("--train", required=True, help="GLUE TSV, CoNLL or SQuAD JSON file")
+    finetune.add_argument("--validation", required=True, help="file of the same format")
+    finetune.add_argument("--epochs", type=int, default=3)
+    finetune.add_argument("--sequence-length", type=int, default=128)
+    add_training_arguments(finetune, learning_rate=2e-5, batch_size=32)
+    finetune.add_argument("--no-export", action="store_true", help="skip the SavedModel")
+    finetune.add_argument("--text-columns", default="sentence",
+                          help="classify: comma-separated text column(s), e.g. "
+                               "question,sentence")
+    finetune.add_argument("--label-column", default="label", help="classify: label column")
+    finetune.add_argument("--regression", action="store_true", help="classify: float labels")
+    finetune.add_argument("--doc-stride", type=int, default=128, help="qa: window stride")
+    finetune.add_argument("--max-query-length", type=int, default=64, help="qa")
+    finetune.set_defaults(run=_finetune)
+
+
+def _pretrain(args) -> int:
+    from keras_bert_zoo.runs import run_pretrain
+
+    metrics = run_pretrain(
+        args.preset, args.output, input_file=args.input_file, text_file=args.text_file,
+        from_scratch=args.from_scratch, num_train_steps=args.num_train_steps,
+        batch_size=args.batch_size, max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        learning_rate=args.learning_rate, warmup_fraction=args.warmup_fraction,
+        optimizer=args.optimizer, gradient_accumulation_steps=args.gradient_accumulation_steps,
+        strategy=args.strategy, tpu=args.tpu, jit_compile=args.jit_compile,
+        mixed_precision=args.mixed_precision, seed=args.seed,
+        checkpoint_every=args.checkpoint_every)
+    print(json.dumps(metrics, indent=2, sort_keys=True))
+    return 0
+
+
+def _add_pretrain(commands) -> None:
+    from keras_bert_zoo.pretraining_data import (
+        add_create_pretraining_data_arguments,
+        run_create_pretraining_data,
+    )
+
+    create = commands.add_parser("create-pretraining-data",
+                                 help="text to MLM+NSP TFRecords (google-research/bert flags)")
+    add_create_pretraining_data_arguments(create)
+    create.set_defaults(run=run_create_pretraining_data)
+
+    pretrain = commands.add_parser("pretrain", help="MLM + NSP pretraining")
+    pretrain.add_argument("--preset", required=True, help="preset name or directory")
+    pretrain.add_argument("--from-scratch", action="store_true",
+                          help="the preset's architecture with fresh weights")
+    pretrain.add_argument("--input-file", help="TFRecord files (comma-separated or globs)")
+    pretrain.add_argument("--text-file", help="text files, masked on the fly each epoch")
+    pretrain.add_argument("--num-train-steps", type=int, default=1000)
+    pretrain.add_argument("--max-seq-length", type=int, default=128)
+    pretrain.add_argument("--max-predictions-per-seq", type=int, default=20)
+    pretrain.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
+    pretrain.add_argument("--gradient-accumulation-steps", type=int, default=None)
+    add_training_arguments(pretrain, learning_rate=1e-4, batch_size=32)
+    pretrain.set_defaults(run=_pretrain)
+
+
+def _export(args) -> int:
+    from pathlib import Path
+
+    import keras
+
+    from keras_bert_zoo.export import export_saved_model
+    from keras_bert_zoo.presets import from_preset, load_preset_config
+    from keras_bert_zoo.tokenization import BertPreprocessor
+
+    source = Path(args.source)
+    tokenizer_preset = args.preset
+    label_names = None
+    if source.is_dir():
+        config = load_preset_config(source)
+        model = from_preset(source, task=config.task)
+        tokenizer_preset = tokenizer_preset or source
+        label_names = config.metadata.get("labels")
+    elif source.suffix == ".keras" and source.is_file():
+        model = keras.models.load_model(source, safe_mode=True)
+    else:
+        raise ValueError(f"{source} is neither a preset directory nor a .keras file.")
+    preprocessor = None
+    if tokenizer_preset is not None:
+        preprocessor = BertPreprocessor.from_preset(tokenizer_preset,
+                                                    sequence_length=args.sequence_length)
+    elif not args.ids_only:
+        raise ValueError("A .keras model holds no vocabulary: pass --preset (the preset it was "
+                         "fine-tuned from) for the raw-string signature, or --ids-only.")
+    path = export_saved_model(model, args.destination, preprocessor=preprocessor,
+                              label_names=label_names, strings=not args.ids_only,
+                              overwrite=args.overwrite)
+    print(f"Exported {path}: signatures serving_default (strings) and serve_token_ids.")
+    return 0
+
+
+def _add_export(commands) -> None:
+    export = commands.add_parser("export", help="SavedModel for TF Serving (raw strings in)")
+    export.add_argument("source", help="preset directory (task and vocabulary from it) or a "
+                                       ".keras model")
+    export.add_argument("destination", help="version directory, e.g. exports/my_model/1")
+    export.add_argument("--preset", default=None,
+                        help="preset whose vocabulary the string signature uses (needed for "
+                             "a .keras model)")
+    export.add_argument("--sequence-length", type=int, default=128)
+    export.add_argument("--ids-only", action="store_true",
+                        help="only the serve_token_ids signature")
+    export.add_argument("--overwrite", action="store_true")
+    export.set_defaults(run=_export)
 
 
 def _presets(args) -> int:
@@ -35,13 +195,26 @@ def build_parser() -> argparse.ArgumentParser:
     presets.set_defaults(run=_presets)
 
     convert = commands.add_parser("convert", help="convert a checkpoint to a preset directory")
-    convert.add_argument("src", help="Hugging Face BERT directory (config.json, "
-                                     "model.safetensors, vocab.txt)")
-    convert.add_argument("dst", help="preset directory to write")
-    convert.add_argument("--from", dest="source_format", choices=["huggingface"],
-                         default="huggingface", help="checkpoint format (default: huggingface)")
+    convert.add_argument("src", help="checkpoint: Google's release folder or .zip, a Hugging "
+                                     "Face BERT directory, a keras-hub preset, or (with --to "
+                                     "huggingface) a preset directory")
+    convert.add_argument("dst", help="directory to write")
+    convert.add_argument("--from", dest="source_format",
+                         choices=["auto", "huggingface", "google", "keras_hub"], default="auto",
+                         help="checkpoint format (default: auto, told by its files)")
+    convert.add_argument("--to", dest="target_format", choices=["keras_bert_zoo", "huggingface"],
+                         default="keras_bert_zoo",
+                         help="write a preset directory (default) or a transformers directory")
+    convert.add_argument("--allow-pickle", action="store_true",
+                         help="UNSAFE: read pytorch_model.bin (pickle runs code); trusted files "
+                              "only, needs torch")
+    convert.add_argument("--vocab-file", help="vocab.txt for a keras-hub preset without a "
+                                              "tokenizer asset")
     convert.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     convert.set_defaults(run=_convert)
+    _add_finetune(commands)
+    _add_pretrain(commands)
+    _add_export(commands)
     return parser
 
 

@@ -1,0 +1,168 @@
+"""Training-step and forward throughput: keras-bert-zoo vs keras-hub vs Hugging Face torch.
+
+    python benchmarks/throughput.py                      # tiny, small, base at seq 128
+    python benchmarks/throughput.py --shapes small --batch-size 32 --steps 10
+
+Every model is an encoder + a 2-class head on the pooled output, fed the same random ids.
+Keras models are compiled with XLA (`jit_compile=True`); torch runs eager and, when it
+works on this machine, `torch.compile`. Model FLOP utilisation (MFU) is the train step's
+achieved FLOP/s over the float32 matmul peak measured in the same run on the same device.
+FLOPs per sequence (train) ~ 6 x non-embedding params x tokens + 12 x layers x hidden x
+tokens^2 (attention scores and context), forward = a third of that.
+"""
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import keras_bert_zoo as kbz  # noqa: E402
+
+SHAPES = {"tiny": (2, 128, 2), "small": (4, 512, 8), "medium": (8, 512, 8),
+          "base": (12, 768, 12)}
+VOCABULARY = 30522
+
+
+def train_flops(layers, hidden, tokens):
+    non_embedding = layers * (12 * hidden * hidden + 13 * hidden) + hidden * hidden
+    return 6 * non_embedding * tokens + 12 * layers * hidden * tokens * tokens
+
+
+def matmul_peak(size=2048, repeats=20):
+    a = tf.random.normal([size, size])
+    matmul = tf.function(lambda x: tf.linalg.matmul(x, x), jit_compile=True)
+    matmul(a).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        result = matmul(a)
+    result.numpy()
+    return 2 * size ** 3 * repeats / (time.perf_counter() - start)
+
+
+def timed(fn, steps):
+    fn()
+    fn()  # compile and warm up
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    return (time.perf_counter() - start) / steps
+
+
+def inputs(batch, length, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"token_ids": rng.integers(1000, VOCABULARY, (batch, length)).astype("int32"),
+            "segment_ids": np.zeros((batch, length), "int32"),
+            "padding_mask": np.ones((batch, length), "int32")}
+
+
+def bench_keras(model, x, labels, steps):
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=True)
+    forward = timed(lambda: model.predict_on_batch(x), steps)
+    train = timed(lambda: model.train_on_batch(x, labels), steps)
+    return forward, train
+
+
+def ours(layers, hidden, heads, length):
+    encoder = kbz.build_encoder(VOCABULARY, layers, heads, hidden, 4 * hidden,
+                                max_sequence_length=max(512, length))
+    return kbz.build_classifier(encoder, num_classes=2)
+
+
+def keras_hub_model(layers, hidden, heads, length):
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCABULARY, num_layers=layers, num_heads=heads, hidden_dim=hidden,
+        intermediate_dim=4 * hidden, max_sequence_length=max(512, length))
+    head = keras.layers.Dense(2)(keras.layers.Dropout(0.1)(backbone.output["pooled_output"]))
+    return keras.Model(backbone.input, head)
+
+
+def bench_torch(layers, hidden, heads, x, steps, compiled):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=VOCABULARY, hidden_size=hidden,
+                                     num_hidden_layers=layers, num_attention_heads=heads,
+                                     intermediate_size=4 * hidden)
+    model = transformers.BertForSequenceClassification(config)
+    ids = {"input_ids": torch.from_numpy(x["token_ids"]).long(),
+           "token_type_ids": torch.from_numpy(x["segment_ids"]).long(),
+           "attention_mask": torch.from_numpy(x["padding_mask"]).long()}
+    labels = torch.zeros(len(x["token_ids"]), dtype=torch.long)
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
+    run = torch.compile(model) if compiled else model
+
+    def forward():
+        with torch.no_grad():
+            run(**ids).logits.sum().item()
+
+    def train():
+        optimizer.zero_grad()
+        run(**ids, labels=labels).loss.backward()
+        optimizer.step()
+
+    model.eval()
+    fwd = timed(forward, steps)
+    model.train()
+    return fwd, timed(train, steps)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="tiny,small,base")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--sequence-length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--peers", default="keras_hub,torch,torch_compile")
+    parser.add_argument("--json", default=None, help="also write the numbers here")
+    args = parser.parse_args()
+    peak = matmul_peak()
+    print(f"float32 matmul peak (2048^3, XLA): {peak / 1e9:.1f} GFLOP/s on this device")
+    rows, peers = [], args.peers.split(",")
+    for shape in args.shapes.split(","):
+        layers, hidden, heads = SHAPES[shape]
+        batch, length = args.batch_size, args.sequence_length
+        x, labels = inputs(batch, length), np.zeros(batch, "int32")
+        results = {"ours": bench_keras(ours(layers, hidden, heads, length), x, labels,
+                                       args.steps)}
+        if "keras_hub" in peers:
+            results["keras_hub"] = bench_keras(keras_hub_model(layers, hidden, heads, length),
+                                               x, labels, args.steps)
+        for name in ("torch", "torch_compile"):
+            if name in peers:
+                try:
+                    results[name] = bench_torch(layers, hidden, heads, x, args.steps,
+                                                compiled=name == "torch_compile")
+                except Exception as error:  # noqa: BLE001 (a peer missing here is reported)
+                    print(f"   {name} skipped: {type(error).__name__}: {str(error)[:120]}")
+        flops = train_flops(layers, hidden, length) * batch
+        for name, (forward, train) in results.items():
+            row = {"shape": shape, "impl": name, "forward_seq_s": batch / forward,
+                   "train_seq_s": batch / train, "train_mfu": flops / train / peak}
+            rows.append(row)
+            print(f"{shape:6s} {name:14s} forward {row['forward_seq_s']:8.1f} seq/s   train "
+                  f"{row['train_seq_s']:7.1f} seq/s   MFU {100 * row['train_mfu']:5.1f}%",
+                  flush=True)
+        base = results["ours"]
+        for name, (forward, train) in results.items():
+            if name != "ours":
+                print(f"{shape:6s} ours / {name:14s} forward x{forward / base[0]:.2f}   "
+                      f"train x{train / base[1]:.2f}")
+        keras.backend.clear_session()
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"peak_flops": peak, "rows": rows, "args": vars(args)}, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()

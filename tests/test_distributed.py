@@ -1,0 +1,133 @@
+"""tf.distribute for real: MirroredStrategy on the two logical CPUs set up in conftest, and
+MultiWorkerMirroredStrategy with two local worker processes on loopback. Each must give the
+weights of single-device training on the same global batch."""
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bert_zoo as kbz
+from keras_bert_zoo.distributed import StrategyTrainer
+
+GLOBAL_BATCH = 8
+
+
+def _model(strategy):
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        encoder = kbz.build_encoder(vocabulary_size=1000, num_layers=2, num_heads=2,
+                                    hidden_dim=32, intermediate_dim=64, max_sequence_length=64,
+                                    dropout=0.0)
+        model = kbz.build_classifier(encoder, num_classes=2, dropout=0.0)
+        model.compile(optimizer=kbz.training.create_optimizer(1e-2, total_steps=4),
+                      loss=kbz.tasks.classifier_loss(2))
+    return model
+
+
+def _dataset():
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(1, 1000, (32, 12)).astype("int32"),
+         "segment_ids": np.zeros((32, 12), "int32"),
+         "padding_mask": (np.arange(12)[None] < rng.integers(4, 13, (32, 1))).astype("int32")}
+    y = rng.integers(0, 2, 32)
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH,
+                                                                     drop_remainder=True)
+
+
+def _weights(model):
+    return {v.path: v.numpy() for v in model.trainable_weights}
+
+
+@pytest.fixture(scope="module")
+def single_device():
+    model = _model(tf.distribute.get_strategy())
+    history = StrategyTrainer(model, tf.distribute.get_strategy(), jit_compile=True).fit(
+        _dataset(), epochs=2, steps_per_epoch=2, verbose=0)
+    return _weights(model), history.history["loss"]
+
+
+@pytest.fixture(scope="module")
+def mirrored():
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    assert len(devices) == 2, "conftest sets up two logical CPU devices"
+    return tf.distribute.MirroredStrategy(devices)
+
+
+def _assert_same(weights, reference):
+    assert weights.keys() == reference.keys()
+    for name in reference:
+        np.testing.assert_allclose(weights[name], reference[name], atol=1e-5, err_msg=name)
+
+
+def test_mirrored_xla_per_replica_equals_single_device(single_device, mirrored):
+    model = _model(mirrored)
+    history = StrategyTrainer(model, mirrored, jit_compile=True).fit(
+        _dataset(), epochs=2, steps_per_epoch=2, verbose=0)
+    _assert_same(_weights(model), single_device[0])
+    np.testing.assert_allclose(history.history["loss"], single_device[1], rtol=1e-5)
+
+
+def test_mirrored_fit_without_xla_equals_single_device(single_device, mirrored):
+    model = _model(mirrored)
+    model.fit(_dataset(), epochs=2, steps_per_epoch=2, verbose=0)
+    _assert_same(_weights(model), single_device[0])
+
+
+def test_trainer_requires_a_compiled_model(mirrored):
+    with mirrored.scope():
+        model = kbz.build_classifier(kbz.build_encoder(1000, 1, 2, 32, 64), num_classes=2)
+    with pytest.raises(ValueError, match="Compile the model"):
+        StrategyTrainer(model, mirrored)
+
+
+WORKER = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    sys.path.insert(0, sys.argv[2])
+    import numpy as np
+    import tensorflow as tf
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    import test_distributed as t
+    from keras_bert_zoo.distributed import StrategyTrainer
+    model = t._model(strategy)
+    StrategyTrainer(model, strategy, jit_compile=True).fit(
+        t._dataset(), epochs=2, steps_per_epoch=2, verbose=0)
+    np.savez(sys.argv[1], **{k.replace("/", "|"): v for k, v in t._weights(model).items()})
+""")
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_multi_worker_two_local_processes_equal_single_device(single_device, tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    processes = []
+    for index in range(2):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {**__import__("os").environ, "TF_CONFIG": json.dumps(config)}
+        processes.append(subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / f"w{index}.npz"),
+             str(__import__("pathlib").Path(__file__).parent)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        outputs = [p.communicate(timeout=240)[0] for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+    for p, output in zip(processes, outputs):
+        assert p.returncode == 0, output[-3000:]
+    for index in range(2):
+        with np.load(tmp_path / f"w{index}.npz") as saved:
+            _assert_same({k.replace("|", "/"): saved[k] for k in saved.files}, single_device[0])
