@@ -19,6 +19,7 @@ from keras_bert_zoo.layers.encoder_block import (
     TransformerEncoderBlock,
 )
 from keras_bert_zoo.layers.input_checks import InputChecks
+from keras_bert_zoo.model import BertModel
 
 
 def _check_architecture(**values):
@@ -115,7 +116,7 @@ def build_encoder(
         dtype=dtype, name="pooled_dense",
     )(first_token)
     outputs = {"sequence_output": x, "pooled_output": pooled}
-    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+    return BertModel(inputs=inputs, outputs=outputs, name=name)
 
 
 def find_encoder(model: keras.Model) -> keras.Model:

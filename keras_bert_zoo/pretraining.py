@@ -13,6 +13,7 @@ from keras import ops
 from keras_bert_zoo.encoder import architecture_of
 from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV
 from keras_bert_zoo.layers.heads import MaskedLMHead, OutputBias
+from keras_bert_zoo.model import BertModel
 
 
 def build_pretrainer(encoder: keras.Model, max_predictions: int = 20, dtype=None,
@@ -52,7 +53,7 @@ def build_pretrainer(encoder: keras.Model, max_predictions: int = 20, dtype=None
         "mlm_logits": keras.layers.Identity(dtype="float32", name="mlm_logits")(mlm_logits),
         "nsp_logits": keras.layers.Identity(dtype="float32", name="nsp_logits")(nsp_logits),
     }
-    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+    return BertModel(inputs=inputs, outputs=outputs, name=name)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

@@ -20,6 +20,7 @@ from keras import ops
 
 from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV
 from keras_bert_zoo.layers.encoder_block import MASK_BIAS
+from keras_bert_zoo.model import BertModel
 
 IGNORE_LABEL = -100  # label of positions that count for nothing (sub-words, [CLS], padding)
 
@@ -46,7 +47,7 @@ def build_classifier(encoder: keras.Model, num_classes: int, dropout: float = 0.
     x = keras.layers.Dropout(dropout, name="classifier_dropout")(
         encoder.output["pooled_output"])
     logits = _dense(num_classes, "classifier_head")(x)
-    model = keras.Model(encoder.input, logits, name=name)
+    model = BertModel(encoder.input, logits, name=name)
     model.kbz_task = ("classifier", {"num_classes": num_classes, "dropout": dropout,
                                      "multi_label": multi_label})
     return model
@@ -61,7 +62,7 @@ def build_tagger(encoder: keras.Model, num_tags: int, dropout: float = 0.1,
     _check_positive("num_tags", num_tags)
     x = keras.layers.Dropout(dropout, name="tagger_dropout")(encoder.output["sequence_output"])
     logits = _dense(num_tags, "tagger_head")(x)
-    model = keras.Model(encoder.input, logits, name=name)
+    model = BertModel(encoder.input, logits, name=name)
     model.kbz_task = ("tagger", {"num_tags": num_tags, "dropout": dropout})
     return model
 
@@ -97,7 +98,7 @@ def build_question_answerer(encoder: keras.Model,
     scores = _dense(2, "span_head")(encoder.output["sequence_output"])
     outputs = SpanLogits(name="span_logits")(scores, encoder.input["padding_mask"])
     outputs = {key: keras.layers.Identity(name=key)(value) for key, value in outputs.items()}
-    model = keras.Model(encoder.input, outputs, name=name)
+    model = BertModel(encoder.input, outputs, name=name)
     model.kbz_task = ("question_answerer", {})
     return model
 

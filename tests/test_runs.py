@@ -2,6 +2,11 @@
 outputs written, metrics computed, exact resume after an interruption, NaN handling."""
 
 import json
+import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import keras
@@ -109,3 +114,34 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path):
 def test_checkpoint_interval_must_divide_steps(tmp_path):
     with pytest.raises(ValueError, match="must divide the number of steps"):
         _pretrain(tmp_path / "bad", num_train_steps=5, checkpoint_every=2)
+
+
+def _pretrain_command(output):
+    return [sys.executable, "-m", "keras_bert_zoo.cli", "pretrain", "--preset",
+            "bert_tiny_en_uncased", "--from-scratch", "--text-file",
+            str(DATA / "pretraining" / "sentences.txt"), "--output", str(output),
+            "--num-train-steps", "12", "--checkpoint-every", "3", "--batch-size", "4",
+            "--max-seq-length", "32", "--max-predictions-per-seq", "5",
+            "--learning-rate", "1e-3"]
+
+
+def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
+    """A real `kill -9` of `kbz pretrain` after its first checkpoint, at a seeded random
+    delay, then the same command: the final weights equal an uninterrupted run's."""
+    subprocess.run(_pretrain_command(tmp_path / "straight"), check=True, capture_output=True)
+    output = tmp_path / "killed"
+    process = subprocess.Popen(_pretrain_command(output), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    state = output / "checkpoints" / "state.json"
+    deadline = time.monotonic() + 300
+    while not state.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(random.Random(7).uniform(0.0, 1.5))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (output / "preset").exists(), "the run finished before it could be killed"
+    subprocess.run(_pretrain_command(output), check=True, capture_output=True)
+    straight = load_file(tmp_path / "straight" / "preset" / "model.weights.safetensors")
+    resumed = load_file(output / "preset" / "model.weights.safetensors")
+    for name in straight:
+        np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)

@@ -1,8 +1,8 @@
 """Validates the encoder's integer inputs before any embedding lookup.
 
 TensorFlow's gather returns zeros for out-of-range ids on GPU instead of failing, and a
-too-long sequence fails deep in a slice op; this layer turns both, and mismatched shapes,
-into errors that name the input and the fix. It is the one layer written with TensorFlow ops
+too-long sequence fails deep in a slice op; this layer turns both, mismatched shapes and
+left padding (which silently shifts positions) into errors that name the input and the fix. It is the one layer written with TensorFlow ops
 rather than `keras.ops`: Keras has no assertion op. Eagerly the checks raise `ValueError`;
 in a graph they are `tf.debugging` assertions (`InvalidArgumentError` with the same message);
 under XLA (`jit_compile=True`) TensorFlow drops assertions, so compiled training steps rely on
@@ -13,6 +13,10 @@ import keras
 import tensorflow as tf
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+LEFT_PADDING = (
+    "`padding_mask` must be 1 for real tokens first and 0 for padding after them (right "
+    "padding, as BERT was trained); left or interleaved padding shifts the positions. "
+    "Pad on the right (kbz.BertPreprocessor does).")
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -59,6 +63,8 @@ class InputChecks(keras.layers.Layer):
             low, high = int(tf.reduce_min(values)), int(tf.reduce_max(values))
             if low < 0 or high >= limit:
                 raise ValueError(self._range_message(name, limit, low, high))
+        if not bool(tf.reduce_all(self._right_padded(padding_mask))):
+            raise ValueError(LEFT_PADDING)
 
     def _length_message(self, length):
         return (
@@ -66,6 +72,12 @@ class InputChecks(keras.layers.Layer):
             f"Received: sequence length {length}. Truncate them (BertPreprocessor's "
             "`sequence_length`) or use a model with longer position embeddings."
         )
+
+    @staticmethod
+    def _right_padded(padding_mask):
+        """True where a row's mask never turns from 0 back to 1 (real tokens first)."""
+        mask = tf.cast(padding_mask, tf.int32)
+        return tf.reduce_all(mask[:, 1:] <= mask[:, :-1], axis=1)
 
     def _check_graph(self, token_ids, segment_ids, padding_mask):
         checks = [
@@ -85,6 +97,8 @@ class InputChecks(keras.layers.Layer):
             checks.append(tf.debugging.assert_non_negative(values, message=message))
             checks.append(tf.debugging.assert_less(values, tf.cast(limit, values.dtype),
                                                    message=message))
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(self._right_padded(padding_mask)), [LEFT_PADDING]))
         with tf.control_dependencies(checks):
             return [tf.identity(t) for t in (token_ids, segment_ids, padding_mask)]
 

@@ -1,0 +1,57 @@
+"""`BertModel`: the functional Keras model every builder returns, with its inputs checked.
+
+A Keras functional model with dict inputs flattens the dict it is called with by sorted key
+and pairs the values with its inputs by position: an extra key (say `labels`) silently
+shifts every input by one, and float ids are silently truncated to integers. This thin
+subclass (the one exception to "no Model subclasses", for that reason) checks the dict by
+name and dtype first: missing keys, non-integer ids and non-dict inputs are clear errors,
+extra keys are dropped (documented, tested). Everything else is plain `keras.Model`.
+"""
+
+from collections.abc import Mapping
+
+import keras
+import numpy as np
+
+
+def _dtype(value) -> str:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(value).dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "OSU":
+        return "string"
+    return keras.backend.standardize_dtype(dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertModel(keras.Model):
+    """A functional model whose dict inputs are matched by name and must be integers.
+
+    Build it like `keras.Model(inputs=dict_of_inputs, outputs=...)`.
+    """
+
+    def _check_inputs(self, inputs):
+        expected = list(self.input) if isinstance(self.input, Mapping) else None
+        if expected is None:
+            return inputs
+        if not isinstance(inputs, Mapping):
+            raise ValueError(
+                f"Model '{self.name}' takes a dict with keys {sorted(expected)}. Received: "
+                f"{type(inputs).__name__}. Build it with kbz.BertPreprocessor(...)(texts).")
+        missing = [key for key in expected if key not in inputs]
+        if missing:
+            raise ValueError(
+                f"Model '{self.name}' is missing input(s) {missing}. Expected keys: "
+                f"{sorted(expected)}. Received keys: {sorted(inputs)}.")
+        for key in expected:
+            dtype = _dtype(inputs[key])
+            if "int" not in dtype:
+                raise ValueError(
+                    f"`{key}` must hold integer ids (int32). Received dtype {dtype}. "
+                    + ("Tokenize text first (kbz.BertPreprocessor)." if dtype == "string"
+                       else "Float ids would be truncated silently; cast on purpose "
+                            "(tf.cast / np.int32) if they are whole numbers."))
+        return {key: inputs[key] for key in expected}
+
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(self._check_inputs(inputs), *args, **kwargs)
