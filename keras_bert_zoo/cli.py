@@ -115,7 +115,8 @@ def _add_pretrain(commands) -> None:
                           help="the preset's architecture with fresh weights")
     pretrain.add_argument("--input-file", help="TFRecord files (comma-separated or globs)")
     pretrain.add_argument("--text-file", help="text files, masked on the fly each epoch")
-    pretrain.add_argument("--num-train-steps", type=int, default=1000)
+    pretrain.add_argument("--num-train-steps", type=int, default=1000,
+                          help="batches to train on (optimizer updates x accumulation steps)")
     pretrain.add_argument("--max-seq-length", type=int, default=128)
     pretrain.add_argument("--max-predictions-per-seq", type=int, default=20)
     pretrain.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")

@@ -4,14 +4,16 @@ A Keras functional model with dict inputs flattens the dict it is called with by
 and pairs the values with its inputs by position: an extra key (say `labels`) silently
 shifts every input by one, and float ids are silently truncated to integers. This thin
 subclass (the one exception to "no Model subclasses", for that reason) checks the dict by
-name and dtype first: missing keys, non-integer ids and non-dict inputs are clear errors,
-extra keys are dropped (documented, tested). Everything else is plain `keras.Model`.
+name and dtype first: missing keys, non-integer ids (concrete values: arrays and eager
+tensors) and non-dict inputs are clear errors, extra keys are dropped (documented, tested).
+Everything else is plain `keras.Model`.
 """
 
 from collections.abc import Mapping
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 
 def _dtype(value) -> str:
@@ -21,6 +23,10 @@ def _dtype(value) -> str:
     if isinstance(dtype, np.dtype) and dtype.kind in "OSU":
         return "string"
     return keras.backend.standardize_dtype(dtype)
+
+
+def _symbolic(value) -> bool:
+    return keras.backend.is_keras_tensor(value) or tf.is_symbolic_tensor(value)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -44,6 +50,8 @@ class BertModel(keras.Model):
                 f"Model '{self.name}' is missing input(s) {missing}. Expected keys: "
                 f"{sorted(expected)}. Received keys: {sorted(inputs)}.")
         for key in expected:
+            if _symbolic(inputs[key]):  # Keras' own graph-mode plumbing (e.g. fit under a
+                continue  # tf.distribute strategy) hands over cast placeholders
             dtype = _dtype(inputs[key])
             if "int" not in dtype:
                 raise ValueError(

@@ -152,8 +152,9 @@ def run_pretrain(preset: str, output: str, input_file=None, text_file=None,
     with distribution.scope():
         model = from_preset(preset, task="pretrainer", load_weights=not from_scratch,
                             max_predictions=max_predictions_per_seq)
+        updates = num_train_steps // (gradient_accumulation_steps or 1)  # steps are batches
         compile_pretrainer(model, create_optimizer(
-            learning_rate, num_train_steps, warmup_fraction, optimizer=optimizer,
+            learning_rate, updates, warmup_fraction, optimizer=optimizer,
             gradient_accumulation_steps=gradient_accumulation_steps,
             loss_scale=mixed_precision == "mixed_float16"), jit_compile=jit_compile)
     history = fit_resumable(model, dataset, num_train_steps,

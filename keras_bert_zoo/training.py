@@ -22,10 +22,14 @@ NO_DECAY = ["layer_norm", "bias", "gamma", "beta"]
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """`peak * step / warmup_steps` while warming up, then linear decay to 0 at `total_steps`.
 
+    Steps are optimizer updates: with `accumulation_steps` batches per update, the batch
+    counter Keras passes in is divided by it.
+
     >>> schedule = kbz.training.WarmupLinearDecay(2e-5, warmup_steps=100, total_steps=1000)
     """
 
-    def __init__(self, peak_learning_rate: float, warmup_steps: int, total_steps: int):
+    def __init__(self, peak_learning_rate: float, warmup_steps: int, total_steps: int,
+                 accumulation_steps: int = 1):
         if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
             raise ValueError(
                 "Expected 0 <= warmup_steps <= total_steps and total_steps >= 1. Received: "
@@ -34,9 +38,12 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.peak_learning_rate = float(peak_learning_rate)
         self.warmup_steps = int(warmup_steps)
         self.total_steps = int(total_steps)
+        self.accumulation_steps = int(accumulation_steps)
 
     def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
+        # Under gradient accumulation Keras counts every batch in `iterations`; the schedule
+        # counts optimizer updates, as BERT's does.
+        step = keras.ops.cast(step // self.accumulation_steps, "float32")
         peak = self.peak_learning_rate
         warmup = peak * step / max(self.warmup_steps, 1)
         decay_span = max(self.total_steps - self.warmup_steps, 1)
@@ -46,7 +53,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate,
-                "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
+                "warmup_steps": self.warmup_steps, "total_steps": self.total_steps,
+                "accumulation_steps": self.accumulation_steps}
 
 
 def create_optimizer(learning_rate: float, total_steps: int, warmup_fraction: float = 0.1,
@@ -57,7 +65,8 @@ def create_optimizer(learning_rate: float, total_steps: int, warmup_fraction: fl
 
     Args:
         learning_rate: peak learning rate (after warmup).
-        total_steps: optimizer steps of the whole run (the schedule reaches 0 there).
+        total_steps: optimizer updates of the whole run (the schedule reaches 0 there); with
+            gradient accumulation, batches / `gradient_accumulation_steps`.
         warmup_fraction: fraction of `total_steps` spent warming up.
         optimizer: "adamw" or "lamb".
         weight_decay: decoupled weight decay, not applied to LayerNorm weights and biases.
@@ -67,7 +76,8 @@ def create_optimizer(learning_rate: float, total_steps: int, warmup_fraction: fl
 
     >>> opt = kbz.training.create_optimizer(2e-5, total_steps=1000)
     """
-    schedule = WarmupLinearDecay(learning_rate, int(total_steps * warmup_fraction), total_steps)
+    schedule = WarmupLinearDecay(learning_rate, int(total_steps * warmup_fraction), total_steps,
+                                 accumulation_steps=gradient_accumulation_steps or 1)
     common = dict(learning_rate=schedule, weight_decay=weight_decay, global_clipnorm=clipnorm,
                   gradient_accumulation_steps=gradient_accumulation_steps)
     if optimizer == "adamw":

@@ -159,6 +159,19 @@ def test_saved_model_cli_lists_signatures(exported):
     assert f"shape: (-1, {LENGTH})" in shown
 
 
+def test_saved_model_cli_runs_the_string_signature(exported):
+    _, requests, results = exported
+    ran = subprocess.run(
+        [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools "
+         "import saved_model_cli; sys.argv = ['saved_model_cli'] + sys.argv[1:]; "
+         "saved_model_cli.main()", "run", "--dir", requests["classifier"]["path"],
+         "--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs",
+         f"text={TEXTS[:2]!r}"], check=True, capture_output=True, text=True).stdout
+    assert "Result for output key label:" in ran
+    expected = results["classifier"]["text"]["label"][:2]
+    assert f"[{expected[0]} {expected[1]}]" in ran
+
+
 def test_no_python_only_ops(exported):
     _, requests, _ = exported
     from tensorflow.core.protobuf import saved_model_pb2
@@ -219,4 +232,7 @@ def test_kbz_export_cli_from_preset_and_keras_file(tmp_path, capsys):
     assert main(["export", str(tmp_path / "m.keras"), str(tmp_path / "b" / "1"),
                  "--ids-only"]) == 0
     loaded = tf.saved_model.load(str(tmp_path / "b" / "1"))
-    assert set(loaded.signatures) == {"serve_token_ids"}
+    # Keras makes the only endpoint the default signature too: ids in, logits out
+    assert set(loaded.signatures) == {"serve_token_ids", "serving_default"}
+    inputs = loaded.signatures["serving_default"].structured_input_signature[1]
+    assert set(inputs) == {"token_ids", "segment_ids", "padding_mask"}
