@@ -105,7 +105,7 @@ def query_saved_model(finetuned: Path):
     start = step("4. Query the exported SavedModel with raw strings (TensorFlow only)")
     loaded = tf.saved_model.load(str(finetuned / "export" / "1"))
     out = loaded.signatures["serving_default"](text=tf.constant(REVIEWS))
-    for text, probabilities in zip(REVIEWS, out["probabilities"].numpy()):
+    for text, probabilities in zip(REVIEWS, out["probabilities"].numpy(), strict=True):
         print(f"   P(positive) {probabilities[1]:.3f}  {text!r}")
     print(f"   ({time.perf_counter() - start:.0f}s)")
 

@@ -5,10 +5,11 @@ endless, seeded (so reproducible) dataset. After each interval `ResumeCheckpoint
 the weights and optimizer state (step counter, moments: so the learning-rate schedule
 resumes too) to `ckpt-<interval>.weights.h5` through a temporary file, and only then points
 `state.json` at it (with dropout's seed-generator states, so even the dropout masks
-continue as in an uninterrupted run), so a crash at any moment leaves the previous complete checkpoint in
-force. `fit_resumable` restores the latest one, skips the batches already seen, and goes
-on: the same command after a kill ends with the weights of an uninterrupted run. A NaN or
-Inf loss stops the run (`TerminateOnNaN`) without overwriting the last good checkpoint.
+continue as in an uninterrupted run), so a crash at any moment leaves the previous complete
+checkpoint in force. `fit_resumable` restores the latest one, skips the batches already
+seen, and goes on: the same command after a kill ends with the weights of an uninterrupted
+run. A NaN or Inf loss stops the run (`TerminateOnNaN`) without overwriting the last good
+checkpoint.
 """
 
 import json
@@ -21,14 +22,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.atomic import write_json
+
 logger = logging.getLogger(__name__)
 STATE_FILE = "state.json"
-
-
-def _write_json(path: Path, value) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    os.replace(temporary, path)
 
 
 def _seed_states(model: keras.Model) -> list:
@@ -56,7 +53,7 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         with open(self.directory / f".tmp-{seeds}", "wb") as handle:
             np.savez(handle, *[v.numpy() for v in _seed_states(self.model)])
         os.replace(self.directory / f".tmp-{seeds}", self.directory / seeds)
-        _write_json(self.directory / STATE_FILE,
+        write_json(self.directory / STATE_FILE,
                     {"interval": epoch + 1, "weights": name, "seeds": seeds})
         for old in self.directory.glob("ckpt-*"):
             if old.name not in (name, seeds):
@@ -78,8 +75,8 @@ def restore(model: keras.Model, directory) -> int:
         raise ValueError(f"Checkpoint {weights} does not fit this model ({error}). It belongs "
                          "to another run: use another --output directory.") from error
     with np.load(Path(directory) / state["seeds"], allow_pickle=False) as saved:
-        for variable, key in zip(_seed_states(model), sorted(saved.files, key=lambda k:
-                                                             int(k.split("_")[1]))):
+        keys = sorted(saved.files, key=lambda k: int(k.split("_")[1]))  # arr_0, arr_1, ...
+        for variable, key in zip(_seed_states(model), keys, strict=True):
             variable.assign(saved[key])
     logger.info("Resumed from %s (interval %d).", weights, state["interval"])
     return int(state["interval"])

@@ -10,13 +10,12 @@ bit-identical.
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from keras_bert_zoo.atomic import staged_directory
 from keras_bert_zoo.checkpoints_huggingface import huggingface_head_tables, huggingface_name_table
 
 logger = logging.getLogger(__name__)
@@ -115,17 +114,7 @@ def export_huggingface(preset, destination, overwrite: bool = False) -> Path:
     if destination.exists() and not overwrite:
         raise ValueError(f"{destination} already exists. Choose a new directory or pass "
                          "overwrite=True (--overwrite).")
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
-    try:
+    with staged_directory(destination) as staging:
         _write(staging, config, hf_tensors, heads)
-        for path in (staging, *staging.iterdir()):
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        if destination.exists():
-            shutil.rmtree(destination)
-        os.rename(staging, destination)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     logger.info("Wrote %s (%s).", destination, "BertForPreTraining" if heads else "BertModel")
     return destination

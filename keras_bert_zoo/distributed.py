@@ -63,7 +63,8 @@ class StrategyTrainer:
     def _replica_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         loss, gradients = self._gradients(x, y, sample_weight)
-        self.model.optimizer.apply_gradients(zip(gradients, self.model.trainable_weights))
+        weights = self.model.trainable_weights
+        self.model.optimizer.apply_gradients(zip(gradients, weights, strict=True))
         return loss
 
     def _distributed_step(self, iterator):

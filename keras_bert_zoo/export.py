@@ -18,13 +18,12 @@ ops (no py_function, no Lambda layers); it needs tensorflow-text's ops (see
 """
 
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.atomic import staged_directory
 from keras_bert_zoo.export_outputs import SERVING_OUTPUTS, detect_task
 
 logger = logging.getLogger(__name__)
@@ -116,18 +115,9 @@ def export_saved_model(model: keras.Model, path, preprocessor=None, pairs: bool 
 
         archive.add_endpoint("serving_default", serve_text_pair if pairs else serve_text,
                              input_signature=[text_spec] * (2 if pairs else 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with staged_directory(path) as staging:
         archive.write_out(str(staging), verbose=False)
         if strings:
             _warmup_requests(staging, pairs, path.parent.name)
-        staging.chmod(0o755)
-        if path.exists():
-            shutil.rmtree(path)
-        staging.rename(path)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     logger.info("Exported %s (%s) to %s", model.name, task, path)
     return path

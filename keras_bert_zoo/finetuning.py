@@ -28,8 +28,8 @@ def _batched(tokenizer, texts, offsets=False, batch=4096):
             results += [row.tolist() for row in tokenizer(chunk).numpy()]
             continue
         ids, starts, ends = tokenizer.tokenize_with_offsets(chunk, unit="char")
-        for i, s, e in zip(ids.numpy(), starts.numpy(), ends.numpy()):
-            results.append(list(zip(i.tolist(), s.tolist(), e.tolist())))
+        for i, s, e in zip(ids.numpy(), starts.numpy(), ends.numpy(), strict=True):
+            results.append(list(zip(i.tolist(), s.tolist(), e.tolist(), strict=True)))
     return results
 
 

@@ -310,8 +310,8 @@ def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None
     >>> kbz.save_preset(model, "my_preset")
     """
     import shutil
-    import tempfile
 
+    from keras_bert_zoo.atomic import staged_directory
     from keras_bert_zoo.encoder import architecture_of, find_encoder, parameter_count
     from keras_bert_zoo.weights import save_weights
 
@@ -337,9 +337,7 @@ def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None
         "num_parameters": parameter_count(architecture),
         "weights": {"file": WEIGHTS_FILE},
     }
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with staged_directory(directory) as staging:
         if isinstance(vocabulary, (str, os.PathLike)):
             shutil.copyfile(vocabulary, staging / VOCABULARY_FILE)
         else:
@@ -352,12 +350,4 @@ def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None
         save_weights(model.weights, staging / WEIGHTS_FILE)
         (staging / PRESET_FILE).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         write_checksums(staging)
-        for path in (staging, *staging.iterdir()):  # mkdtemp and safetensors make them private
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        if directory.exists():
-            shutil.rmtree(directory)
-        staging.rename(directory)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return directory

@@ -6,29 +6,17 @@ resumes exactly and a NaN/Inf loss stops with a clear error, and write their res
 atomically into the output directory.
 """
 
-import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.atomic import write_json
 from keras_bert_zoo.checkpointing import fit_resumable
 from keras_bert_zoo.training import create_optimizer, get_strategy, set_precision
 
 logger = logging.getLogger(__name__)
-
-
-def write_json(path: Path, value) -> None:
-    """Writes JSON to a temporary file beside `path`, then renames it into place."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(handle, "w") as stream:
-        json.dump(value, stream, indent=2, sort_keys=True)
-        stream.write("\n")
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, path)
 
 
 def _tensorboard(output: Path):

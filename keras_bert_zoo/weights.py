@@ -1,4 +1,5 @@
-"""Weights files: safetensors keyed by Keras variable path (`transformer_layer_0/intermediate/kernel`).
+"""Weights files: safetensors keyed by Keras variable path (`transformer_layer_0/intermediate/
+kernel`).
 
 Data only (no pickle, no code), readable by any safetensors library, and strict: every
 variable of the model must be found with its exact shape, and every tensor in the file must

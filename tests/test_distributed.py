@@ -126,7 +126,7 @@ def test_multi_worker_two_local_processes_equal_single_device(single_device, tmp
     finally:
         for p in processes:
             p.kill()
-    for p, output in zip(processes, outputs):
+    for p, output in zip(processes, outputs, strict=True):
         assert p.returncode == 0, output[-3000:]
     for index in range(2):
         with np.load(tmp_path / f"w{index}.npz") as saved:

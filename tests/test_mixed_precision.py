@@ -48,7 +48,8 @@ def test_mixed_bfloat16_close_to_float32(saved, task, kwargs):
     x = _inputs(task)
     full = kbz.from_preset(str(saved[task]), task=task)
     mixed = kbz.from_preset(str(saved[task]), task=task, dtype="mixed_bfloat16")
-    for reference, value in zip(keras.tree.flatten(full(x)), keras.tree.flatten(mixed(x))):
+    for reference, value in zip(keras.tree.flatten(full(x)), keras.tree.flatten(mixed(x)),
+                                strict=True):
         reference = np.asarray(reference, np.float32)
         value = np.asarray(value, np.float32)
         if task == "question_answerer":  # padded positions hold the -1e9 mask bias

@@ -61,7 +61,8 @@ def test_finetune_cli_writes_everything(tiny_preset, tmp_path, task, train, vali
     reloaded = keras.models.load_model(output / "model.keras", safe_mode=True)
     x = {"token_ids": np.full((2, 16), 1000, "int32"), "segment_ids": np.zeros((2, 16), "int32"),
          "padding_mask": np.ones((2, 16), "int32")}
-    for a, b in zip(keras.tree.flatten(restored(x)), keras.tree.flatten(reloaded(x))):
+    for a, b in zip(keras.tree.flatten(restored(x)), keras.tree.flatten(reloaded(x)),
+                    strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 

@@ -178,5 +178,5 @@ def test_task_models_jit_compile_equals_eager(encoder, task, kwargs):
         x["mask_positions"] = np.ones((2, 4), "int32")
     eager = tf.nest.flatten(model(x))
     compiled = tf.nest.flatten(tf.function(model, jit_compile=True)(x))
-    for a, b in zip(eager, compiled):
+    for a, b in zip(eager, compiled, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-4)

@@ -63,7 +63,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         padding_mask: `[batch, seq]` int, 1 for real tokens, 0 for padding (keys only).
 
     Example:
-    >>> block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=128, intermediate_dim=512)
+    >>> block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=128,
+    ...                                            intermediate_dim=512)
     >>> block(x, padding_mask=mask).shape
     """
 

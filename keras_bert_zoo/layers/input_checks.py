@@ -2,8 +2,9 @@
 
 TensorFlow's gather returns zeros for out-of-range ids on GPU instead of failing, and a
 too-long sequence fails deep in a slice op; this layer turns both, mismatched shapes and
-left padding (which silently shifts positions) into errors that name the input and the fix. It is the one layer written with TensorFlow ops
-rather than `keras.ops`: Keras has no assertion op. Eagerly the checks raise `ValueError`;
+left padding (which silently shifts positions) into errors that name the input and the fix.
+It is the one layer written with TensorFlow ops rather than `keras.ops`: Keras has no
+assertion op. Eagerly the checks raise `ValueError`;
 in a graph they are `tf.debugging` assertions (`InvalidArgumentError` with the same message);
 under XLA (`jit_compile=True`) TensorFlow drops assertions, so compiled training steps rely on
 the data pipeline (whose tokenizer can only emit in-range ids).
@@ -50,7 +51,8 @@ class InputChecks(keras.layers.Layer):
         if len(set(shapes)) != 1 or len(shapes[0]) != 2:
             raise ValueError(
                 "`token_ids`, `segment_ids` and `padding_mask` must all be [batch, sequence] "
-                f"with the same shape. Received shapes: {dict(zip(INPUT_NAMES, shapes))}"
+                "with the same shape. Received shapes: "
+                f"{dict(zip(INPUT_NAMES, shapes, strict=True))}"
             )
         if shapes[0][1] > self.max_sequence_length:
             raise ValueError(self._length_message(shapes[0][1]))
