@@ -253,6 +253,13 @@ def from_preset(name_or_dir, task: str = "encoder", load_weights: bool = True, d
     from keras_bert_zoo.tasks import build_task
 
     config = load_preset_config(name_or_dir)
+    if load_weights and (config.weights_path is None or not config.weights_path.is_file()):
+        if not config.weights_source:
+            raise _no_weights_error(config)
+        from keras_bert_zoo.downloads import fetch_preset_weights
+
+        fetch_preset_weights(config)  # converts into the cache, with the release's heads
+        config = load_preset_config(name_or_dir)  # now names the cached weights and task
     vocabulary_lines = _count_lines(config.vocabulary_path)
     if vocabulary_lines != config.architecture["vocabulary_size"]:
         raise ValueError(
@@ -271,12 +278,6 @@ def from_preset(name_or_dir, task: str = "encoder", load_weights: bool = True, d
         task_kwargs = {**config.task_config, **task_kwargs}
     model = build_task(task, encoder, **task_kwargs)
     if load_weights:
-        if config.weights_path is None or not config.weights_path.is_file():
-            if not config.weights_source:
-                raise _no_weights_error(config)
-            from keras_bert_zoo.downloads import fetch_preset_weights
-
-            config = dataclasses.replace(config, weights_path=fetch_preset_weights(config))
         from keras_bert_zoo.weights import assign_weights, read_weights
 
         tensors = read_weights(config.weights_path)
