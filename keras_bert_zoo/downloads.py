@@ -232,7 +232,7 @@ def fetch_preset_weights(config) -> Path:
         _check_release(config, folder)
         provenance = {"provenance": f"Converted from {source['url']} (sha256 {digest})."}
         converted = convert_google(folder, work / "preset" / config.name,
-                                   heads=config.task == "pretrainer",
+                                   heads=None,  # keep the release's MLM/NSP heads
                                    metadata={**config.metadata, **provenance})
         if not cached.exists():  # another process may have finished first: keep its copy
             os.rename(converted, cached)

@@ -131,6 +131,10 @@ def test_named_preset_downloads_once_then_works_offline(served, cache, monkeypat
     np.testing.assert_array_equal(again.get_layer("pooled_dense").kernel.numpy(),
                                   variables["bert/pooler/dense/kernel"])
     assert len(server.requests) == 1
+    # the release's MLM and NSP heads were kept in the cache
+    pretrainer = kbz.from_preset("bert_tiny_en_uncased", task="pretrainer")
+    np.testing.assert_array_equal(pretrainer.get_layer("nsp_head").kernel.numpy(),
+                                  variables["cls/seq_relationship/output_weights"].T)
 
 
 def test_pinned_download_is_verified_and_cached(served, cache, monkeypatch, tiny_release):
@@ -142,7 +146,7 @@ def test_pinned_download_is_verified_and_cached(served, cache, monkeypatch, tiny
     assert weights == cache / "tiny_test" / "model.weights.safetensors"
     cached = load_preset_config(cache / "tiny_test")
     assert config.weights_source["sha256"] in cached.metadata["provenance"]
-    assert cached.architecture == TINY_GOOGLE and cached.task == "encoder"
+    assert cached.architecture == TINY_GOOGLE and cached.task == "pretrainer"  # heads kept
 
 
 def test_checksum_mismatch_caches_nothing(served, cache, monkeypatch, tiny_release):
