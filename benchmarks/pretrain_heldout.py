@@ -52,6 +52,8 @@ def main():
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--heldout", required=True, help="a raw text book not in the bundle")
     parser.add_argument("--output", default="benchmark_output/pretrain_heldout")
+    parser.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
+    parser.add_argument("--learning-rate", default="1e-3")
     args = parser.parse_args()
     output = Path(args.output)
     work = Path(tempfile.mkdtemp())
@@ -69,13 +71,14 @@ def main():
               str(ROOT / "examples/data/pretraining/*.txt"), "--output", str(output),
               "--num-train-steps", str(args.steps), "--checkpoint-every",
               str(args.steps // 4), "--batch-size", "32", "--max-seq-length", "128",
-              "--max-predictions-per-seq", "20", "--learning-rate", "1e-3",
-              "--optimizer", "lamb", "--jit-compile"])
+              "--max-predictions-per-seq", "20", "--learning-rate", args.learning_rate,
+              "--optimizer", args.optimizer, "--jit-compile"])
     trained = kbz.from_preset(str(output / "preset"), task="pretrainer")
     compile_pretrainer(trained, "adam")
     after = evaluate(trained, records, 32)
-    result = {"steps": args.steps, "heldout": str(args.heldout), "before": before,
-              "after": after}
+    result = {"steps": args.steps, "optimizer": args.optimizer,
+              "learning_rate": args.learning_rate, "heldout": str(args.heldout),
+              "before": before, "after": after}
     (output / "heldout_metrics.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 
