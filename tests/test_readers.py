@@ -59,6 +59,15 @@ def test_unseen_label_at_validation(tmp_path):
     assert "['0', '1']" in message
 
 
+def _assert_names_file_and_line(reader, path, line, expected):
+    """The reader fails with `expected`, naming the file and (when given) the line."""
+    with pytest.raises(ValueError, match=expected) as error:
+        reader(path)
+    assert str(path) in str(error.value)
+    if line:
+        assert f"line {line}:" in str(error.value)
+
+
 @pytest.mark.parametrize("text, line, expected", [
     ("sentence\tlabel\nok\t1\nbad row\n", 3, "has 1 TAB-separated columns, expected 2"),
     ("sentence\tlabel\nok\t1\nx\t\n", 3, "empty label"),
@@ -68,11 +77,7 @@ def test_unseen_label_at_validation(tmp_path):
 ])
 def test_bad_tsv(tmp_path, text, line, expected):
     path = write(tmp_path, "bad.tsv", text)
-    with pytest.raises(ValueError, match=expected) as error:
-        data.read_glue_tsv(path)
-    assert str(path) in str(error.value)
-    if line:
-        assert f"line {line}:" in str(error.value)
+    _assert_names_file_and_line(data.read_glue_tsv, path, line, expected)
 
 
 def test_unknown_column_name(tmp_path):
@@ -120,11 +125,7 @@ def test_conll_four_columns_docstart_and_no_final_blank(tmp_path):
 ])
 def test_bad_conll(tmp_path, text, line, expected):
     path = write(tmp_path, "bad.conll", text)
-    with pytest.raises(ValueError, match=expected) as error:
-        data.read_conll(path)
-    assert str(path) in str(error.value)
-    if line:
-        assert f"line {line}:" in str(error.value)
+    _assert_names_file_and_line(data.read_conll, path, line, expected)
 
 
 def test_conll_unseen_tag(tmp_path):
