@@ -6,7 +6,9 @@ shifts every input by one, and float ids are silently truncated to integers. Thi
 subclass (the one exception to "no Model subclasses", for that reason) checks the dict by
 name and dtype first: missing keys, non-integer ids (concrete values: arrays and eager
 tensors) and non-dict inputs are clear errors, extra keys are dropped (documented, tested).
-Everything else is plain `keras.Model`.
+`fit`/`evaluate`/`predict` (and their `*_on_batch` forms) check dict data and a `tf.data`
+dataset's element spec the same way before Keras' data adapters see them (those fail on
+string arrays with "Invalid dtype: str32"). Everything else is plain `keras.Model`.
 """
 
 from collections.abc import Mapping
@@ -63,3 +65,39 @@ class BertModel(keras.Model):
 
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self._check_inputs(inputs), *args, **kwargs)
+
+    def _check_data(self, x):
+        """`x` of fit/evaluate/predict: dicts checked (extra keys dropped), datasets' specs."""
+        if isinstance(x, Mapping):
+            return self._check_inputs(x)
+        if isinstance(x, tf.data.Dataset) and isinstance(self.input, Mapping):
+            spec = x.element_spec
+            spec = spec[0] if isinstance(spec, tuple) else spec
+            if isinstance(spec, Mapping):
+                missing = [key for key in self.input if key not in spec]
+                dtypes = {key: spec[key].dtype.name for key in self.input if key in spec}
+                wrong = {key: dtype for key, dtype in dtypes.items() if "int" not in dtype}
+                if missing or wrong:
+                    raise ValueError(
+                        f"Model '{self.name}': the dataset's features must include "
+                        f"{sorted(self.input)} as integer ids. Missing: {missing}; non-integer "
+                        f"dtypes: {wrong}. Map the texts through kbz.BertPreprocessor first.")
+        return x
+
+    def fit(self, x=None, *args, **kwargs):
+        return super().fit(self._check_data(x), *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        return super().evaluate(self._check_data(x), *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(self._check_data(x), *args, **kwargs)
+
+    def train_on_batch(self, x, *args, **kwargs):
+        return super().train_on_batch(self._check_data(x), *args, **kwargs)
+
+    def test_on_batch(self, x, *args, **kwargs):
+        return super().test_on_batch(self._check_data(x), *args, **kwargs)
+
+    def predict_on_batch(self, x):
+        return super().predict_on_batch(self._check_data(x))

@@ -47,6 +47,33 @@ def test_extra_keys_are_ignored_not_misaligned(encoder):
                                   encoder(inputs)["pooled_output"])
 
 
+@pytest.mark.parametrize("method", ["predict", "predict_on_batch"])
+def test_string_ids_in_predict_are_clear_errors(encoder, method):
+    inputs = {**random_inputs(), "token_ids": np.full((2, 8), "hello")}
+    with pytest.raises(ValueError, match="`token_ids` must hold integer ids.*BertPreprocessor"):
+        getattr(encoder, method)(inputs)
+
+
+def test_datasets_of_text_or_missing_keys_are_clear_errors():
+    classifier = kbz.build_classifier(kbz.build_encoder(
+        vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+        max_sequence_length=16), num_classes=2)
+    classifier.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    texts = tf.data.Dataset.from_tensor_slices(
+        ({"token_ids": ["a b", "c"], "segment_ids": [[0], [0]], "padding_mask": [[1], [1]]},
+         [0, 1])).batch(2)
+    with pytest.raises(ValueError, match=r"non-integer dtypes: \{'token_ids': 'string'\}"):
+        classifier.fit(texts, verbose=0)
+    inputs = random_inputs(vocabulary_size=100)
+    partial = tf.data.Dataset.from_tensor_slices(
+        {k: v for k, v in inputs.items() if k != "segment_ids"}).batch(2)
+    with pytest.raises(ValueError, match=r"Missing: \['segment_ids'\]"):
+        classifier.predict(partial, verbose=0)
+    extra = {**inputs, "labels": np.zeros(len(inputs["token_ids"]), "int32")}
+    np.testing.assert_allclose(classifier.predict(extra, verbose=0),
+                               classifier.predict(inputs, verbose=0), atol=1e-6)
+
+
 def test_int64_ids_are_accepted(encoder):
     inputs = random_inputs()
     wide = {k: v.astype("int64") for k, v in inputs.items()}
