@@ -16,6 +16,8 @@ import logging
 import os
 from pathlib import Path
 
+from keras_bert_zoo.vocabulary import load_vocabulary
+
 logger = logging.getLogger(__name__)
 
 PRESET_FILE = "preset.json"
@@ -218,11 +220,6 @@ def load_preset_config(name_or_dir) -> PresetConfig:
     return config
 
 
-def _count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
-        return sum(1 for _ in handle)
-
-
 def _no_weights_error(config: PresetConfig) -> ValueError:
     source = (config.weights_source or {}).get("url", "the original release")
     return ValueError(
@@ -260,7 +257,7 @@ def from_preset(name_or_dir, task: str = "encoder", load_weights: bool = True, d
 
         fetch_preset_weights(config)  # converts into the cache, with the release's heads
         config = load_preset_config(name_or_dir)  # now names the cached weights and task
-    vocabulary_lines = _count_lines(config.vocabulary_path)
+    vocabulary_lines = len(load_vocabulary(config.vocabulary_path))
     if vocabulary_lines != config.architecture["vocabulary_size"]:
         raise ValueError(
             f"Preset '{config.name}': its vocabulary {config.vocabulary_path} has "
@@ -343,9 +340,10 @@ def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None
             shutil.copyfile(vocabulary, staging / VOCABULARY_FILE)
         else:
             (staging / VOCABULARY_FILE).write_text("".join(f"{t}\n" for t in vocabulary))
-        if _count_lines(staging / VOCABULARY_FILE) != architecture["vocabulary_size"]:
+        tokens = len(load_vocabulary(staging / VOCABULARY_FILE))
+        if tokens != architecture["vocabulary_size"]:
             raise ValueError(
-                f"The vocabulary has {_count_lines(staging / VOCABULARY_FILE)} tokens but the "
+                f"The vocabulary has {tokens} tokens but the "
                 f"model's vocabulary_size is {architecture['vocabulary_size']}."
             )
         save_weights(model.weights, staging / WEIGHTS_FILE)

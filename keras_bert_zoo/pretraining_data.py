@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from keras_bert_zoo import pretraining_text as text
+from keras_bert_zoo.vocabulary import load_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ def create_pretraining_data(input_file, output_file, vocab_file=None, do_lower_c
     inputs = text.expand_input_patterns(input_file)
     outputs = records.expand_output_files(output_file, inputs)
     vocab_path, lowercase = text.resolve_vocabulary(vocab_file, preset, do_lower_case)
-    vocab = text.vocabulary_info(text.read_vocabulary(vocab_path), lowercase, str(vocab_path))
+    vocab = text.vocabulary_info(load_vocabulary(vocab_path), lowercase, str(vocab_path))
     records.check_writable(outputs)
     tokenize_lines = tokenize_lines or text.default_tokenize_lines(vocab_path, lowercase)
     by_file = text.read_and_tokenize(inputs, tokenize_lines, vocab, input_format,

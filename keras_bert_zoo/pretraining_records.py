@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from keras_bert_zoo import pretraining_data as data
 from keras_bert_zoo import pretraining_text as text
+from keras_bert_zoo.vocabulary import load_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -287,9 +288,7 @@ def dynamic_masking_dataset(source, tokenizer_fn, vocabulary, batch_size: int,
     """
     config = data.InstanceConfig(max_seq_length, max_predictions_per_seq, masked_lm_prob,
                                  short_seq_prob, bool(do_whole_word_mask))
-    tokens = (text.read_vocabulary(vocabulary) if isinstance(vocabulary, (str, os.PathLike))
-              else list(vocabulary))
-    vocab = text.vocabulary_info(tokens)
+    vocab = text.vocabulary_info(load_vocabulary(vocabulary))
     documents = text.documents_from_lines(_source_lines(source), input_format)
     documents = text.tokenize_documents(documents, tokenizer_fn, vocab, max_seq_length,
                                         "dynamic_masking_dataset source")

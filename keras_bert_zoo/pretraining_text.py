@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from keras_bert_zoo.vocabulary import load_vocabulary
+
 logger = logging.getLogger(__name__)
 
 INPUT_FORMATS = ("sentence_per_line", "raw")
@@ -39,18 +41,11 @@ class VocabularyInfo:
     random_ids: np.ndarray  # ids a random replacement may take (no bracketed tokens)
 
 
-def read_vocabulary(path) -> list:
-    """Tokens of a vocab.txt, split on "\\n" only (U+2028 etc. are real tokens)."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        tokens = [token.removesuffix("\r") for token in handle.read().split("\n")]
-    return tokens[:-1] if tokens and tokens[-1] == "" else tokens
-
-
 def vocabulary_info(tokens: list, lowercase: bool | None = None,
                     source: str = "vocabulary") -> VocabularyInfo:
     """Checks the special tokens and, if `lowercase` is given, the casing.
 
-    >>> info = vocabulary_info(read_vocabulary("vocab.txt"), lowercase=True)
+    >>> info = vocabulary_info(load_vocabulary("vocab.txt"), lowercase=True)
     """
     index = {token: i for i, token in enumerate(tokens)}
     missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
@@ -80,8 +75,8 @@ def resolve_vocabulary(vocab_file, preset, do_lower_case) -> tuple:
     from keras_bert_zoo.presets import load_preset_config
 
     config = load_preset_config(preset)
-    tokens = read_vocabulary(config.vocabulary_path)
-    if vocab_file is not None and read_vocabulary(vocab_file) != tokens:
+    tokens = load_vocabulary(config.vocabulary_path)
+    if vocab_file is not None and load_vocabulary(vocab_file) != tokens:
         raise ValueError(f"--vocab_file {vocab_file} differs from preset '{preset}''s "
                          f"vocabulary {config.vocabulary_path}; pass only one of them.")
     if do_lower_case is not None and bool(do_lower_case) != config.lowercase:

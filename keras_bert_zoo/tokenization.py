@@ -24,46 +24,22 @@ Invalid UTF-8 is read as U+FFFD, which BERT's cleaning drops (like `bytes.decode
 
 import os
 import re
-from pathlib import Path
 
 import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_bert_zoo._normalization import split_words
+from keras_bert_zoo.vocabulary import load_vocabulary
 
 __all__ = ["SPECIAL_TOKENS", "BertPreprocessor", "BertTokenizer", "check_vocabulary_size",
            "load_vocabulary"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words are [UNK], as in BERT
-_RUST_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006" \
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 # tokenizers' WordPiece decoder cleanup, applied to each token in this order.
 _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
             (" 'm", "'m"), (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
-
-
-def load_vocabulary(vocabulary):
-    """Tokens of a vocab.txt path (one token a line, trailing whitespace trimmed as `tokenizers`
-    does) or of a list of tokens."""
-    if isinstance(vocabulary, (str, os.PathLike)):
-        path = Path(vocabulary)
-        if not path.is_file():
-            raise ValueError(f"`vocabulary` file not found. Received: vocabulary={vocabulary}. "
-                             "Pass the path of a BERT vocab.txt or a list of tokens.")
-        try:
-            lines = path.read_text(encoding="utf-8").split("\n")
-        except UnicodeDecodeError as error:
-            raise ValueError(f"`vocabulary` must be a UTF-8 text file. Received: "
-                             f"vocabulary={vocabulary} ({error}).") from None
-        if not lines[-1]:  # the newline ending the last line
-            lines.pop()
-        return [line.rstrip(_RUST_WHITESPACE) for line in lines]
-    if isinstance(vocabulary, (list, tuple)) and all(isinstance(t, str) for t in vocabulary):
-        return list(vocabulary)
-    raise ValueError("`vocabulary` must be a vocab.txt path or a list of token strings. "
-                     f"Received: vocabulary={_short(vocabulary)} of type {type(vocabulary)}.")
 
 
 def _compiled(layer, key, function, *tensors):
@@ -78,11 +54,6 @@ def _compiled(layer, key, function, *tensors):
         signature = [tf.TensorSpec([None], tf.string)] * len(tensors) if strings else None
         cache[key] = tf.function(function, input_signature=signature, reduce_retracing=True)
     return cache[key](*tensors)
-
-
-def _short(value):
-    text = repr(value)
-    return text if len(text) < 80 else text[:76] + "...]"
 
 
 def _vocabulary_source(vocabulary, tokens):
