@@ -22,6 +22,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
 from keras_bert_zoo.cli import main as kbz_main  # noqa: E402
@@ -33,14 +34,17 @@ sys.path.insert(0, str(ROOT / "examples/data/pretraining"))
 from prepare import gutenberg_documents  # noqa: E402  (the bundle's chapter splitter)
 
 
-def heldout_text(books: list, target: Path, chapters: int) -> Path:
-    """The first `chapters` chapters of each book, sentence per line, a blank line between."""
-    documents = []
-    for book in books:
-        found = gutenberg_documents(Path(book), chapters)
-        if len(found) < 2:
-            raise SystemExit(f"{book}: fewer than 2 chapters found (CHAPTER/roman headings).")
-        documents.extend(found)
+def book_documents(book: Path, chapters=None, block=120) -> list:
+    """Chapters (CHAPTER/roman headings); books without such headings: 120-sentence blocks."""
+    found = gutenberg_documents(book, chapters)
+    if len(found) < 2:
+        sentences = [s for document in found for s in document]
+        found = [sentences[i:i + block] for i in range(0, len(sentences), block)][:chapters]
+    return [document for document in found if len(document) > 1]
+
+
+def write_documents(documents: list, target: Path) -> Path:
+    """Sentence per line, a blank line between documents (google-research/bert's format)."""
     target.write_text("\n\n".join("\n".join(d) for d in documents) + "\n")
     return target
 
@@ -56,13 +60,26 @@ def main():
     parser.add_argument("--heldout", nargs="+", required=True,
                         help="Gutenberg books (plain text) not in the bundle")
     parser.add_argument("--chapters", type=int, default=6, help="chapters taken per book")
+    parser.add_argument("--extra-train-books", nargs="*", default=[],
+                        help="more Gutenberg books for training (chapters as documents)")
     parser.add_argument("--output", default="benchmark_output/pretrain_heldout")
     parser.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
     parser.add_argument("--learning-rate", default="1e-3")
     args = parser.parse_args()
     output = Path(args.output)
     work = Path(tempfile.mkdtemp())
-    text = heldout_text(args.heldout, work / "heldout.txt", args.chapters)
+    text = write_documents([d for book in args.heldout for d in book_documents(Path(book),
+                                                                              args.chapters)],
+                           work / "heldout.txt")
+    training = [str(ROOT / "examples/data/pretraining/*.txt")]
+    if args.extra_train_books:
+        overlap = {Path(b).resolve() for b in args.extra_train_books} & {
+            Path(b).resolve() for b in args.heldout}
+        if overlap:
+            raise SystemExit(f"--extra-train-books and --heldout share {sorted(map(str, overlap))}")
+        training.append(str(write_documents(
+            [d for book in args.extra_train_books for d in book_documents(Path(book))],
+            work / "extra_train.txt")))
     records = work / "heldout.tfrecord"
     kbz_main(["create-pretraining-data", f"--input_file={text}", f"--output_file={records}",
               "--preset=bert_tiny_en_uncased", "--max_seq_length=128",
@@ -73,7 +90,7 @@ def main():
     compile_pretrainer(untrained, "adam")
     before = evaluate(untrained, records, 32)
     kbz_main(["pretrain", "--preset", "bert_tiny_en_uncased", "--from-scratch", "--text-file",
-              str(ROOT / "examples/data/pretraining/*.txt"), "--output", str(output),
+              ",".join(training), "--output", str(output),
               "--num-train-steps", str(args.steps), "--checkpoint-every",
               str(args.steps // 4), "--batch-size", "32", "--max-seq-length", "128",
               "--max-predictions-per-seq", "20", "--learning-rate", args.learning_rate,
@@ -84,6 +101,8 @@ def main():
     result = {"steps": args.steps, "optimizer": args.optimizer,
               "learning_rate": args.learning_rate, "heldout": args.heldout,
               "chapters_per_book": args.chapters,
+              "extra_train_books": args.extra_train_books,
+              "heldout_instances": sum(1 for _ in tf.data.TFRecordDataset(str(records))),
               "before": before, "after": after}
     (output / "heldout_metrics.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
