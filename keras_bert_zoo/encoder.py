@@ -12,6 +12,7 @@ them) and are tested: `token_embedding`, `position_embedding`, `segment_embeddin
 
 import keras
 
+from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV, PositionEmbedding
 from keras_bert_zoo.layers.encoder_block import (
     LAYER_NORM_EPSILON,
@@ -102,7 +103,7 @@ def build_encoder(
     x = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm"
     )(x)
-    x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+    x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
 
     for i in range(num_layers):
         x = TransformerEncoderBlock(

@@ -18,6 +18,7 @@ import inspect
 import keras
 from keras import ops
 
+from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV
 from keras_bert_zoo.layers.encoder_block import MASK_BIAS
 from keras_bert_zoo.model import BertModel
@@ -44,7 +45,7 @@ def build_classifier(encoder: keras.Model, num_classes: int, dropout: float = 0.
     >>> model.compile("adam", kbz.tasks.classifier_loss(2), metrics=["accuracy"])
     """
     _check_positive("num_classes", num_classes)
-    x = keras.layers.Dropout(dropout, name="classifier_dropout")(
+    x = Dropout(dropout, name="classifier_dropout")(
         encoder.output["pooled_output"])
     logits = _dense(num_classes, "classifier_head")(x)
     model = BertModel(encoder.input, logits, name=name)
@@ -60,7 +61,7 @@ def build_tagger(encoder: keras.Model, num_tags: int, dropout: float = 0.1,
     >>> model = kbz.build_tagger(encoder, num_tags=13)
     """
     _check_positive("num_tags", num_tags)
-    x = keras.layers.Dropout(dropout, name="tagger_dropout")(encoder.output["sequence_output"])
+    x = Dropout(dropout, name="tagger_dropout")(encoder.output["sequence_output"])
     logits = _dense(num_tags, "tagger_head")(x)
     model = BertModel(encoder.input, logits, name=name)
     model.kbz_task = ("tagger", {"num_tags": num_tags, "dropout": dropout})

@@ -1,10 +1,12 @@
 """Keras layers of the BERT encoder and its heads (all `keras.ops`, all serializable)."""
 
+from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.embeddings import PositionEmbedding
 from keras_bert_zoo.layers.encoder_block import FirstToken, TransformerEncoderBlock
 from keras_bert_zoo.layers.input_checks import InputChecks
 
 __all__ = [
+    "Dropout",
     "FirstToken",
     "InputChecks",
     "PositionEmbedding",

@@ -10,6 +10,7 @@ import math
 import keras
 from keras import ops
 
+from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV
 
 LAYER_NORM_EPSILON = 1e-12  # BERT's LayerNorm epsilon; never varies between checkpoints.
@@ -99,8 +100,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.intermediate = _dense(self.intermediate_dim, "intermediate", policy)
         self.output_dense = _dense(self.hidden_dim, "output_dense", policy)
         self.output_layer_norm = _layer_norm("output_layer_norm", policy)
-        self.attention_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
-        self.hidden_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.attention_dropout = Dropout(self.dropout, dtype=policy)
+        self.hidden_dropout = Dropout(self.dropout, dtype=policy)
 
     def build(self, input_shape):
         hidden_shape = (None, None, self.hidden_dim)
