@@ -1,0 +1,125 @@
+"""Where the train step's time goes: A/B timings of variants of our model, in one process.
+
+    python benchmarks/train_step_variants.py --shape small          # train step
+    python benchmarks/train_step_variants.py --shape tiny --forward # predict_on_batch
+    XLA_FLAGS=--xla_cpu_use_onednn=true python benchmarks/train_step_variants.py
+
+Each variant changes one thing of the encoder + 2-class head of `throughput.py` (XLA,
+AdamW) and is timed in rounds interleaved with the others, so a busy shared machine slows
+them alike; the best round counts. Variants that change behaviour (no input checks, no
+dropout) are measurements of a cost, not candidates; "Keras dropout" is the Philox mask of
+`keras.layers.Dropout` that our Threefry `Dropout` replaces under XLA. XLA flags are read once
+per process: compare them by running the script once per `XLA_FLAGS` value.
+"""
+
+import argparse
+import contextlib
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import throughput  # noqa: E402
+from keras import ops  # noqa: E402
+
+import keras_bert_zoo as kbz  # noqa: E402
+from keras_bert_zoo.layers import dropout, encoder_block, input_checks  # noqa: E402
+
+
+def batched_matmul_attention(self, x, padding_mask, training):
+    """Attention with heads moved next to batch (transposes + matmul) instead of einsum."""
+    batch, length = ops.shape(x)[0], ops.shape(x)[1]
+    qkv = ops.reshape(self.attention_qkv(x), (batch, length, 3, self.num_heads, self.head_dim))
+    query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), axis=0)
+    scores = ops.matmul(query * (1.0 / self.head_dim ** 0.5), ops.transpose(key, (0, 1, 3, 2)))
+    probs = ops.softmax(ops.cast(scores, "float32") + encoder_block.attention_bias(padding_mask),
+                        axis=-1)
+    probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
+    context = ops.transpose(ops.matmul(probs, value), (0, 2, 1, 3))
+    return ops.reshape(context, (batch, length, self.hidden_dim))
+
+
+@contextlib.contextmanager
+def patched(owner, name, value):
+    """Replaces `owner.name` while models are built and traced inside the block."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="small", choices=sorted(throughput.SHAPES))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--forward", action="store_true", help="time predict_on_batch")
+    parser.add_argument("--variants", default=None, help="comma-separated subset")
+    args = parser.parse_args()
+    layers, hidden, heads = throughput.SHAPES[args.shape]
+    x = throughput.inputs(args.batch_size, 128)
+    labels = np.zeros(args.batch_size, "int32")
+
+    def ours(dropout=0.1):
+        encoder = kbz.build_encoder(throughput.VOCABULARY, layers, heads, hidden, 4 * hidden,
+                                    max_sequence_length=512, dropout=dropout)
+        return kbz.build_classifier(encoder, num_classes=2)
+
+    def seconds(model, jit_compile=True):
+        model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        step = (lambda: model.predict_on_batch(x)) if args.forward else (
+            lambda: model.train_on_batch(x, labels))
+        return throughput.timed(step, args.steps)
+
+    def with_patch(owner, name, value):
+        with patched(owner, name, value):
+            return seconds(ours())
+
+    variants = {
+        "ours (XLA)": lambda: seconds(ours()),
+        "ours without XLA": lambda: seconds(ours(), jit_compile=False),
+        "no input checks": lambda: with_patch(input_checks.InputChecks, "call",
+                                              lambda self, inputs: inputs),
+        "matmul attention": lambda: with_patch(encoder_block.TransformerEncoderBlock,
+                                               "_self_attention", batched_matmul_attention),
+        "Keras dropout": lambda: with_patch(dropout, "in_xla_trace", lambda: False),
+        "no dropout": lambda: seconds(ours(dropout=0.0)),
+        "keras-hub (XLA)": lambda: seconds(throughput.keras_hub_model(layers, hidden, heads,
+                                                                      128)),
+    }
+    names = args.variants.split(",") if args.variants else list(variants)
+    times = {name: [] for name in names}
+    for round_index in range(args.rounds):
+        for name in names:
+            times[name].append(variants[name]())
+            keras.backend.clear_session()
+            print(f"round {round_index}  {name:18s} "
+                  f"{args.batch_size / times[name][-1]:8.2f} seq/s", flush=True)
+    square = tf.random.normal([2048, 2048])
+    graph_matmul = tf.function(lambda m: tf.linalg.matmul(m, m))
+    graph_matmul(square).numpy()
+    start = time.perf_counter()
+    for _ in range(20):
+        result = graph_matmul(square)
+    result.numpy()
+    graph_peak = 2 * 2048 ** 3 * 20 / (time.perf_counter() - start)
+    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}  {args.shape}  batch "
+          f"{args.batch_size}  {'forward' if args.forward else 'train step'}")
+    print(f"float32 matmul 2048^3: XLA {throughput.matmul_peak() / 1e9:.1f} GFLOP/s, "
+          f"TensorFlow without XLA {graph_peak / 1e9:.1f} GFLOP/s")
+    reference = min(times[names[0]])
+    for name in names:
+        best = min(times[name])
+        print(f"{name:18s} {args.batch_size / best:8.2f} seq/s   x{reference / best:.3f} "
+              f"vs {names[0]}")
+
+
+if __name__ == "__main__":
+    main()
