@@ -15,22 +15,23 @@ back to Keras' path rather than failing.
 """
 
 import keras
+import tensorflow as tf
 
-try:  # TensorFlow only; the Keras path below serves every other backend.
-    import tensorflow as tf
+try:  # private TensorFlow module: if a release moves it, Keras' generator is used
     from tensorflow.python.ops import control_flow_util
-except ImportError:  # pragma: no cover - keras_bert_zoo depends on TensorFlow
-    tf = control_flow_util = None
+except ImportError:  # pragma: no cover - depends on the TensorFlow release
+    control_flow_util = None
 
 
 def in_xla_trace() -> bool:
     """True while TensorFlow traces a function compiled with `jit_compile=True`."""
-    if keras.backend.backend() != "tensorflow" or tf.executing_eagerly():
+    if (control_flow_util is None or keras.backend.backend() != "tensorflow"
+            or tf.executing_eagerly()):
         return False
     try:
         return bool(control_flow_util.GraphOrParentsInXlaContext(
             tf.compat.v1.get_default_graph()))
-    except AttributeError:  # the private helper moved: use Keras' generator
+    except AttributeError:  # the helper was renamed: use Keras' generator
         return False
 
 
