@@ -36,9 +36,9 @@ def train_flops(layers, hidden, tokens):
     return 6 * non_embedding * tokens + 12 * layers * hidden * tokens * tokens
 
 
-def matmul_peak(size=2048, repeats=20):
+def matmul_peak(size=2048, repeats=20, jit_compile=True):
     a = tf.random.normal([size, size])
-    matmul = tf.function(lambda x: tf.linalg.matmul(x, x), jit_compile=True)
+    matmul = tf.function(lambda x: tf.linalg.matmul(x, x), jit_compile=jit_compile)
     matmul(a).numpy()
     start = time.perf_counter()
     for _ in range(repeats):
@@ -47,9 +47,16 @@ def matmul_peak(size=2048, repeats=20):
     return 2 * size ** 3 * repeats / (time.perf_counter() - start)
 
 
+def warmed_up(*steps):
+    """Calls each step function twice (XLA and torch.compile compile on the first call)."""
+    for step in steps:
+        step()
+        step()
+    return steps
+
+
 def timed(fn, steps):
-    fn()
-    fn()  # compile and warm up
+    warmed_up(fn)
     return seconds_per_step(fn, steps)
 
 
@@ -139,23 +146,18 @@ def main():
         layers, hidden, heads = SHAPES[shape]
         batch, length = args.batch_size, args.sequence_length
         x, labels = inputs(batch, length), np.zeros(batch, "int32")
-        steps = {"ours": keras_steps(ours(layers, hidden, heads, length), x, labels)}
+        steps = {"ours": warmed_up(*keras_steps(ours(layers, hidden, heads, length), x,
+                                                labels))}
         if "keras_hub" in peers:
-            steps["keras_hub"] = keras_steps(keras_hub_model(layers, hidden, heads, length),
-                                             x, labels)
+            steps["keras_hub"] = warmed_up(*keras_steps(
+                keras_hub_model(layers, hidden, heads, length), x, labels))
         for name in ("torch", "torch_compile"):
             if name in peers:
                 try:
-                    steps[name] = torch_steps(layers, hidden, heads, x,
-                                              compiled=name == "torch_compile")
-                    for step in steps[name]:
-                        step(), step()  # compile and warm up
+                    steps[name] = warmed_up(*torch_steps(layers, hidden, heads, x,
+                                                         compiled=name == "torch_compile"))
                 except Exception as error:  # noqa: BLE001 (a peer missing here is reported)
-                    steps.pop(name, None)
                     print(f"   {name} skipped: {type(error).__name__}: {str(error)[:120]}")
-        for pair in (steps["ours"], steps.get("keras_hub", ())):
-            for step in pair:
-                step(), step()
         # Rounds interleave the implementations and the best round counts, so a shared
         # machine that slows down for a while slows every implementation alike.
         results = {name: [float("inf"), float("inf")] for name in steps}

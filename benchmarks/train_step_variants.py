@@ -15,13 +15,11 @@ per process: compare them by running the script once per `XLA_FLAGS` value.
 import argparse
 import contextlib
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 import throughput  # noqa: E402
 from keras import ops  # noqa: E402
 
@@ -102,14 +100,7 @@ def main():
             keras.backend.clear_session()
             print(f"round {round_index}  {name:18s} "
                   f"{args.batch_size / times[name][-1]:8.2f} seq/s", flush=True)
-    square = tf.random.normal([2048, 2048])
-    graph_matmul = tf.function(lambda m: tf.linalg.matmul(m, m))
-    graph_matmul(square).numpy()
-    start = time.perf_counter()
-    for _ in range(20):
-        result = graph_matmul(square)
-    result.numpy()
-    graph_peak = 2 * 2048 ** 3 * 20 / (time.perf_counter() - start)
+    graph_peak = throughput.matmul_peak(jit_compile=False)
     print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}  {args.shape}  batch "
           f"{args.batch_size}  {'forward' if args.forward else 'train step'}")
     print(f"float32 matmul 2048^3: XLA {throughput.matmul_peak() / 1e9:.1f} GFLOP/s, "
