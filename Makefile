@@ -27,8 +27,8 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 lint: $(STAMP)
-	$(PY) -m pip install --quiet ruff
 	$(VENV)/bin/ruff check keras_bert_zoo tests tools benchmarks examples
+	$(VENV)/bin/ruff format --check keras_bert_zoo tests tools benchmarks examples
 
 clean:
 	rm -rf $(VENV) demo_output .pytest_cache

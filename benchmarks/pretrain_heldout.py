@@ -26,8 +26,8 @@ import tensorflow as tf  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
 from keras_bert_zoo.cli import main as kbz_main  # noqa: E402
+from keras_bert_zoo.data.pretraining import pretraining_dataset  # noqa: E402
 from keras_bert_zoo.pretraining import compile_pretrainer  # noqa: E402
-from keras_bert_zoo.pretraining_records import pretraining_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples/data/pretraining"))

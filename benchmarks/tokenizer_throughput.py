@@ -24,6 +24,7 @@ from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import keras_bert_zoo as kbz  # noqa: E402
 from keras_bert_zoo.tokenization import BertTokenizer  # noqa: E402
 
 LOWERCASE = {"uncased": True, "cased": False, "multi_cased": False, "chinese": True}
@@ -57,7 +58,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     files, lines = read_lines(args.path)
-    vocabulary = str(ROOT / "presets" / "vocab" / f"{args.vocab}.txt")
+    vocabulary = str(kbz.presets.builtin_presets_dir() / "vocab" / f"{args.vocab}.txt")
     lowercase = LOWERCASE[args.vocab]
     ours = BertTokenizer(vocabulary, lowercase=lowercase)
     reference = BertWordPieceTokenizer(vocabulary, lowercase=lowercase)

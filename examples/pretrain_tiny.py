@@ -15,8 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from _common import DATA, parse_args  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
+from keras_bert_zoo.data.pretraining import dynamic_masking_dataset  # noqa: E402
 from keras_bert_zoo.pretraining import compile_pretrainer  # noqa: E402
-from keras_bert_zoo.pretraining_records import dynamic_masking_dataset  # noqa: E402
 
 
 def main():

@@ -1,39 +1,44 @@
-"""keras-bert-zoo: BERT for Keras 3 on TensorFlow.
+"""keras-bert-zoo: BERT for Keras 3: presets, pretraining (MLM + NSP), fine-tuning, export.
 
 >>> import keras_bert_zoo as kbz
 >>> enc = kbz.from_preset("bert_tiny_en_uncased", load_weights=False)
 >>> pre = kbz.BertPreprocessor.from_preset("bert_tiny_en_uncased", sequence_length=128)
+
+Names are imported when first used (PEP 562), so `import keras_bert_zoo` and the `kbz`
+command line start without importing Keras or TensorFlow. A `.keras` file loads with
+`kbz.load_model(path)`; `keras.models.load_model` works too once a model name of this
+package has been used (that registers its layers with Keras), or when Keras was imported
+before this package.
 """
+
+import importlib
+import sys
+
+from keras_bert_zoo._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
-from keras_bert_zoo import checkpoints, data, encoder, layers, metrics, presets, tasks, training
-from keras_bert_zoo.encoder import build_encoder
-from keras_bert_zoo.export import export_saved_model
-from keras_bert_zoo.presets import from_preset, list_presets, save_preset
-from keras_bert_zoo.pretraining import build_pretrainer
-from keras_bert_zoo.tasks import build_classifier, build_question_answerer, build_tagger
-from keras_bert_zoo.tokenization import BertPreprocessor, BertTokenizer
+_SUBPACKAGES = (
+    "architecture", "checkpoints", "data", "encoder", "export", "layers", "metrics", "model",
+    "presets", "pretraining", "saving", "tasks", "tokenization", "training",
+)
+_EXPORTS = {
+    "BertModel": "keras_bert_zoo.model",
+    "BertPreprocessor": "keras_bert_zoo.tokenization",
+    "BertTokenizer": "keras_bert_zoo.tokenization",
+    "build_classifier": "keras_bert_zoo.tasks",
+    "build_encoder": "keras_bert_zoo.encoder",
+    "build_pretrainer": "keras_bert_zoo.pretraining",
+    "build_question_answerer": "keras_bert_zoo.tasks",
+    "build_tagger": "keras_bert_zoo.tasks",
+    "export_saved_model": "keras_bert_zoo.export",
+    "from_preset": "keras_bert_zoo.presets.factory",
+    "list_presets": "keras_bert_zoo.presets.registry",
+    "load_model": "keras_bert_zoo.saving.models",
+    "save_preset": "keras_bert_zoo.saving.models",
+}
+__all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBPACKAGES)
 
-__all__ = [
-    "BertPreprocessor",
-    "BertTokenizer",
-    "__version__",
-    "build_classifier",
-    "build_encoder",
-    "build_pretrainer",
-    "build_question_answerer",
-    "build_tagger",
-    "checkpoints",
-    "data",
-    "encoder",
-    "export_saved_model",
-    "from_preset",
-    "layers",
-    "list_presets",
-    "metrics",
-    "presets",
-    "save_preset",
-    "tasks",
-    "training",
-]
+if "keras" in sys.modules:  # Keras is loaded already: register our layers with it now
+    importlib.import_module(f"{__name__}.tasks")

@@ -12,21 +12,18 @@ them) and are tested: `token_embedding`, `position_embedding`, `segment_embeddin
 
 import keras
 
-from keras_bert_zoo.layers.dropout import Dropout
-from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV, PositionEmbedding
-from keras_bert_zoo.layers.encoder_block import (
-    LAYER_NORM_EPSILON,
-    FirstToken,
-    TransformerEncoderBlock,
+from keras_bert_zoo.layers.common import (
+    check_positive_int,
+    check_rate,
+    dense,
+    initializer,
+    layer_norm,
 )
+from keras_bert_zoo.layers.dropout import Dropout
+from keras_bert_zoo.layers.embeddings import PositionEmbedding
+from keras_bert_zoo.layers.encoder_block import FirstToken, TransformerEncoderBlock
 from keras_bert_zoo.layers.input_checks import InputChecks
 from keras_bert_zoo.model import BertModel
-
-
-def _check_architecture(**values):
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
 
 
 def build_encoder(
@@ -64,7 +61,7 @@ def build_encoder(
     >>> out = enc({"token_ids": ids, "segment_ids": segs, "padding_mask": mask})
     >>> out["sequence_output"].shape, out["pooled_output"].shape
     """
-    _check_architecture(
+    for argument, value in dict(
         vocabulary_size=vocabulary_size,
         num_layers=num_layers,
         num_heads=num_heads,
@@ -72,13 +69,14 @@ def build_encoder(
         intermediate_dim=intermediate_dim,
         max_sequence_length=max_sequence_length,
         num_segments=num_segments,
-    )
+    ).items():
+        check_positive_int(argument, value)
+    check_rate("dropout", dropout)
     if hidden_dim % num_heads:
         raise ValueError(
             "`num_heads` must divide `hidden_dim`. Received: "
             f"num_heads={num_heads}, hidden_dim={hidden_dim}"
         )
-    initializer = keras.initializers.TruncatedNormal(stddev=INITIALIZER_STDDEV)
     inputs = {
         key: keras.Input(shape=(None,), dtype="int32", name=key)
         for key in ("token_ids", "segment_ids", "padding_mask")
@@ -89,20 +87,18 @@ def build_encoder(
 
     # Reversible: the MLM decoder reuses this matrix (`token_embedding(h, reverse=True)`).
     token = keras.layers.ReversibleEmbedding(
-        vocabulary_size, hidden_dim, embeddings_initializer=initializer,
+        vocabulary_size, hidden_dim, embeddings_initializer=initializer(),
         dtype=dtype, name="token_embedding",
     )(token_ids)
     position = PositionEmbedding(
         max_sequence_length, hidden_dim, dtype=dtype, name="position_embedding"
     )(token)
     segment = keras.layers.Embedding(
-        num_segments, hidden_dim, embeddings_initializer=initializer,
+        num_segments, hidden_dim, embeddings_initializer=initializer(),
         dtype=dtype, name="segment_embedding",
     )(segment_ids)
     x = keras.layers.Add(dtype=dtype, name="embeddings_add")([token, position, segment])
-    x = keras.layers.LayerNormalization(
-        epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm"
-    )(x)
+    x = layer_norm("embeddings_layer_norm", dtype)(x)
     x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
 
     for i in range(num_layers):
@@ -112,10 +108,7 @@ def build_encoder(
         )(x, padding_mask=padding_mask)
 
     first_token = FirstToken(name="first_token")(x)
-    pooled = keras.layers.Dense(
-        hidden_dim, activation="tanh", kernel_initializer=initializer,
-        dtype=dtype, name="pooled_dense",
-    )(first_token)
+    pooled = dense(hidden_dim, "pooled_dense", dtype, activation="tanh")(first_token)
     outputs = {"sequence_output": x, "pooled_output": pooled}
     return BertModel(inputs=inputs, outputs=outputs, name=name)
 
@@ -151,12 +144,3 @@ def architecture_of(encoder: keras.Model) -> dict:
         "dropout": first.dropout,
         "gelu_approximate": first.gelu_approximate,
     }
-
-
-def parameter_count(architecture: dict) -> int:
-    """Parameters of the encoder with pooler, from its architecture alone (no model built)."""
-    h, i = architecture["hidden_dim"], architecture["intermediate_dim"]
-    embeddings = (architecture["vocabulary_size"] + architecture["max_sequence_length"]
-                  + architecture["num_segments"] + 2) * h
-    block = (h * 3 * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
-    return embeddings + architecture["num_layers"] * block + h * h + h

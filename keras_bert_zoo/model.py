@@ -8,7 +8,13 @@ name and dtype first: missing keys, non-integer ids (concrete values: arrays and
 tensors) and non-dict inputs are clear errors, extra keys are dropped (documented, tested).
 `fit`/`evaluate`/`predict` (and their `*_on_batch` forms) check dict data and a `tf.data`
 dataset's element spec the same way before Keras' data adapters see them (those fail on
-string arrays with "Invalid dtype: str32"). Everything else is plain `keras.Model`.
+string arrays with "Invalid dtype: str32").
+
+The model also carries its task: `task` ("encoder", "pretrainer", "classifier", "tagger",
+"question_answerer") and `task_config` (the builder's settings, e.g. `num_classes`,
+`multi_label`, `label_names`) are constructor arguments returned by `get_config`, so a
+`.keras` round trip keeps them and export reads them instead of guessing from shapes.
+Everything else is plain `keras.Model`.
 """
 
 from collections.abc import Mapping
@@ -35,8 +41,21 @@ def _symbolic(value) -> bool:
 class BertModel(keras.Model):
     """A functional model whose dict inputs are matched by name and must be integers.
 
-    Build it like `keras.Model(inputs=dict_of_inputs, outputs=...)`.
+    Build it like `keras.Model(inputs=dict_of_inputs, outputs=...)`, plus the task:
+    `BertModel(inputs, outputs, task="classifier", task_config={"num_classes": 2})`.
     """
+
+    # (*args, **kwargs) keeps Keras' functional (de)serialization: `from_config` rebuilds the
+    # graph and passes the remaining config keys (`task`, `task_config`) here.
+    def __init__(self, *args, task: str = "encoder", task_config: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.task = str(task)
+        self.task_config = dict(task_config or {})
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(task=self.task, task_config=dict(self.task_config))
+        return config
 
     def _check_inputs(self, inputs):
         expected = list(self.input) if isinstance(self.input, Mapping) else None

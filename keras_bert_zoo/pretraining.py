@@ -11,7 +11,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.encoder import architecture_of
-from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV
+from keras_bert_zoo.layers.common import check_positive_int, dense
 from keras_bert_zoo.layers.heads import MaskedLMHead, OutputBias
 from keras_bert_zoo.model import BertModel
 
@@ -31,10 +31,7 @@ def build_pretrainer(encoder: keras.Model, max_predictions: int = 20, dtype=None
     >>> pretrainer = kbz.build_pretrainer(kbz.from_preset("bert_tiny_en_uncased",
     ...                                   load_weights=False), max_predictions=20)
     """
-    if isinstance(max_predictions, bool) or not isinstance(max_predictions, int) \
-            or max_predictions < 1:
-        raise ValueError("`max_predictions` must be a positive integer. Received: "
-                         f"max_predictions={max_predictions!r}")
+    check_positive_int("max_predictions", max_predictions)
     architecture = architecture_of(encoder)
     dtype = dtype or encoder.get_layer("pooled_dense").dtype_policy
     inputs = dict(encoder.input)
@@ -46,14 +43,13 @@ def build_pretrainer(encoder: keras.Model, max_predictions: int = 20, dtype=None
     token_embedding = encoder.get_layer("token_embedding")
     mlm_logits = OutputBias(architecture["vocabulary_size"], name="mlm_output_bias")(
         token_embedding(hidden, reverse=True))
-    nsp_logits = keras.layers.Dense(
-        2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=INITIALIZER_STDDEV),
-        dtype="float32", name="nsp_head")(encoder.output["pooled_output"])
+    nsp_logits = dense(2, "nsp_head", dtype="float32")(encoder.output["pooled_output"])
     outputs = {
         "mlm_logits": keras.layers.Identity(dtype="float32", name="mlm_logits")(mlm_logits),
         "nsp_logits": keras.layers.Identity(dtype="float32", name="nsp_logits")(nsp_logits),
     }
-    return BertModel(inputs=inputs, outputs=outputs, name=name)
+    return BertModel(inputs=inputs, outputs=outputs, name=name, task="pretrainer",
+                     task_config={"max_predictions": max_predictions})
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

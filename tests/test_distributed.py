@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.distributed import StrategyTrainer
+from keras_bert_zoo.training.distributed import StrategyTrainer
 
 GLOBAL_BATCH = 8
 
@@ -95,7 +95,7 @@ WORKER = textwrap.dedent("""
     import tensorflow as tf
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import test_distributed as t
-    from keras_bert_zoo.distributed import StrategyTrainer
+    from keras_bert_zoo.training.distributed import StrategyTrainer
     model = t._model(strategy)
     StrategyTrainer(model, strategy, jit_compile=True).fit(
         t._dataset(), epochs=2, steps_per_epoch=2, verbose=0)

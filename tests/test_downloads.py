@@ -21,8 +21,9 @@ import pytest
 from test_checkpoints import TINY_GOOGLE, random_google_variables, write_google_checkpoint
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.downloads import fetch_preset_weights, safe_extract
 from keras_bert_zoo.presets import PresetConfig, load_preset_config
+from keras_bert_zoo.presets.downloads import fetch_preset_weights
+from keras_bert_zoo.saving.archives import safe_extract
 
 TINY_URL = "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-2_H-128_A-2.zip"
 
@@ -190,7 +191,7 @@ def test_hand_placed_archive_is_used_offline(cache, monkeypatch, tiny_release):
     monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", _dead_loopback_url())
     (cache / "downloads").mkdir(parents=True)
     (cache / "downloads" / archive.name).write_bytes(archive.read_bytes())
-    weights = kbz.weights.read_weights(fetch_preset_weights(config))
+    weights = kbz.saving.read_weights(fetch_preset_weights(config))
     np.testing.assert_array_equal(weights["segment_embedding/embeddings"],
                                   variables["bert/embeddings/token_type_embeddings"])
 

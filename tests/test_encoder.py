@@ -147,3 +147,18 @@ def test_mismatched_shapes_are_a_clear_error(encoder):
 def test_bad_architecture_arguments(tiny_architecture, change, message):
     with pytest.raises(ValueError, match=message):
         kbz.build_encoder(**{**tiny_architecture, **change})
+
+
+def test_layers_check_their_arguments_and_input_width():
+    with pytest.raises(ValueError, match="`intermediate_dim` must be a positive integer"):
+        kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=0)
+    with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\)"):
+        kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=16,
+                                           dropout=1.5)
+    block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=16)
+    with pytest.raises(ValueError, match="expects inputs of width hidden_dim=8. Received: "
+                                         r"input shape \(2, 3, 6\)"):
+        block(np.zeros((2, 3, 6), "float32"), padding_mask=np.ones((2, 3), "int32"))
+    head = kbz.layers.MaskedLMHead(hidden_dim=8)
+    with pytest.raises(ValueError, match="expects a sequence of width hidden_dim=8"):
+        head(np.zeros((2, 3, 6), "float32"), np.zeros((2, 1), "int32"))

@@ -134,16 +134,35 @@ def test_string_signature_tagger_word_tags(exported, preprocessor):
     assert out["word_tags"][2] == [-1] * len(out["word_tags"][2])  # empty text: no words
 
 
+def _best_span(start_logits, end_logits, segment_ids, padding_mask, max_length=30):
+    """The highest-scoring (start, end) inside the context, by brute force."""
+    last = int(padding_mask.sum()) - 1  # the final [SEP]
+    context = [i for i in range(last) if segment_ids[i] == 1]
+    spans = [(s, e) for s in context for e in context if 0 <= e - s < max_length]
+    return max(spans, key=lambda span: start_logits[span[0]] + end_logits[span[1]])
+
+
 def test_string_signature_question_answerer_span(exported, preprocessor):
     models, _, results = exported
+    model = models["question_answerer"][0]
+    inputs = {k: v.numpy() for k, v in preprocessor((tf.constant(PAIRS),
+                                                      tf.constant(CONTEXTS))).items()}
+    logits = model(inputs)
     out = results["question_answerer"]["text"]
     for row, context in enumerate(CONTEXTS):
         start, end = out["answer_start"][row], out["answer_end"][row]
         if not context:
             assert (start, end, out["answer_text"][row]) == (-1, -1, "")
             continue
-        assert 0 <= end - start < 30
-        assert out["answer_text"][row] in context and out["answer_text"][row]
+        expected = _best_span(np.asarray(logits["start_logits"][row]),
+                              np.asarray(logits["end_logits"][row]),
+                              inputs["segment_ids"][row], inputs["padding_mask"][row])
+        assert (start, end) == expected
+        first = int(np.argmax(inputs["segment_ids"][row]))  # first context token
+        _, begins, ends = preprocessor.tokenizer.tokenize_with_offsets(
+            tf.constant([context]), unit="char")
+        begin, stop = begins[0][start - first].numpy(), ends[0][end - first].numpy()
+        assert out["answer_text"][row] == context[begin:stop] != ""
 
 
 def test_saved_model_cli_lists_signatures(exported):
@@ -208,7 +227,7 @@ def test_bad_exports_are_clear_errors_and_leave_nothing(preprocessor, tmp_path, 
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("keras_bert_zoo.export._warmup_requests", broken)
+    monkeypatch.setattr("keras_bert_zoo.export.saved_model._warmup_requests", broken)
     with pytest.raises(OSError, match="disk full"):
         export_saved_model(model, tmp_path / "m" / "2", preprocessor=preprocessor)
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["1"]
@@ -217,10 +236,9 @@ def test_bad_exports_are_clear_errors_and_leave_nothing(preprocessor, tmp_path, 
 def test_kbz_export_cli_from_preset_and_keras_file(tmp_path, capsys):
     from keras_bert_zoo.cli import main
 
-    model = kbz.build_classifier(_encoder(), num_classes=2)
+    model = kbz.build_classifier(_encoder(), num_classes=2, label_names=["negative", "positive"])
     vocabulary = kbz.presets.load_preset_config("bert_tiny_en_uncased").vocabulary_path
-    preset = kbz.save_preset(model, tmp_path / "preset", vocabulary=vocabulary, lowercase=True,
-                             metadata={"labels": ["negative", "positive"]})
+    preset = kbz.save_preset(model, tmp_path / "preset", vocabulary=vocabulary, lowercase=True)
     assert main(["export", str(preset), str(tmp_path / "a" / "1"), "--sequence-length",
                  "16"]) == 0
     loaded = tf.saved_model.load(str(tmp_path / "a" / "1"))

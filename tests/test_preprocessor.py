@@ -14,10 +14,11 @@ import tensorflow as tf
 from tokenizers import BertWordPieceTokenizer
 from tokenizers.processors import BertProcessing
 
+import keras_bert_zoo as kbz
 from keras_bert_zoo.tokenization import BertPreprocessor, BertTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
-UNCASED = str(ROOT / "presets" / "vocab" / "uncased.txt")
+UNCASED = str(kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt")
 KEYS = ("token_ids", "segment_ids", "padding_mask")
 
 

@@ -1,7 +1,9 @@
 """Presets: names, parameter counts, preset directories, checksums, bad input."""
 
+import inspect
 import json
 import re
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -9,7 +11,10 @@ import pytest
 from conftest import random_inputs
 
 import keras_bert_zoo as kbz
+from keras_bert_zoo.architecture import REQUIRED as ARCHITECTURE_REQUIRED
 from keras_bert_zoo.presets import load_preset_config
+from keras_bert_zoo.saving import checksums
+from keras_bert_zoo.saving import preset as preset_format
 
 # The issue's reference counts (encoder with pooler), equal to the original BERT releases.
 EXPECTED_PARAMETERS = {
@@ -39,7 +44,7 @@ def test_every_preset_builds_with_exact_parameter_count(name):
     keras.backend.clear_session()
     encoder = kbz.from_preset(name, load_weights=False)
     assert encoder.count_params() == EXPECTED_PARAMETERS[name]
-    assert kbz.encoder.parameter_count(load_preset_config(name).architecture) == \
+    assert kbz.architecture.parameter_count(load_preset_config(name).architecture) == \
         EXPECTED_PARAMETERS[name]
     config = load_preset_config(name)
     assert config.lowercase == LOWERCASE.get(name, True)
@@ -110,6 +115,40 @@ def test_tampered_file_fails_checksum_before_parsing(saved_tiny):
     (directory / "preset.json").write_text("{ not even json")
     with pytest.raises(ValueError, match="Checksum mismatch.*preset.json"):
         kbz.from_preset(str(directory))
+
+
+def test_weights_are_hashed_once_when_read_not_on_every_config_read(saved_tiny, monkeypatch):
+    _, directory = saved_tiny
+    hashed = []
+    real = checksums.sha256_file
+    for module in (checksums, preset_format):
+        monkeypatch.setattr(module, "sha256_file", lambda path: hashed.append(
+            Path(path).name) or real(path))
+    for _ in range(3):
+        kbz.presets.load_preset_config(directory)
+    assert "model.weights.safetensors" not in hashed  # config reads: preset.json and vocab
+    hashed.clear()
+    kbz.from_preset(directory)
+    assert hashed.count("model.weights.safetensors") == 1
+
+
+def test_tampered_weights_fail_their_checksum_when_loaded(saved_tiny):
+    _, directory = saved_tiny
+    weights = directory / "model.weights.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    kbz.presets.load_preset_config(directory)  # the config alone is intact
+    with pytest.raises(ValueError, match="Checksum mismatch for .*model.weights.safetensors"):
+        kbz.from_preset(directory)
+
+
+def test_architecture_arguments_are_build_encoders_signature():
+    parameters = inspect.signature(kbz.build_encoder).parameters
+    expected = {name: (ARCHITECTURE_REQUIRED if p.default is inspect.Parameter.empty
+                       else p.default) for name, p in parameters.items()
+                if name not in ("dtype", "name")}
+    assert kbz.architecture.ARGUMENTS == expected
 
 
 def test_missing_checksums_file_is_refused(saved_tiny):

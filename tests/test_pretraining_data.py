@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 from tokenizers import BertWordPieceTokenizer
 
-from keras_bert_zoo import pretraining_data as pdata
-from keras_bert_zoo import pretraining_records as records
-from keras_bert_zoo import pretraining_text as ptext
+from keras_bert_zoo import cli
+from keras_bert_zoo.data.pretraining import create, datasets, records
+from keras_bert_zoo.data.pretraining import text as ptext
 from keras_bert_zoo.presets import builtin_presets_dir
-from keras_bert_zoo.vocabulary import load_vocabulary
+from keras_bert_zoo.saving.vocabulary import load_vocabulary
 
 DATA = Path(__file__).parent / "data" / "pretraining"
 SENTENCES = DATA / "sentences.txt"
@@ -39,7 +39,7 @@ def generate(directory, tokenize, name="out", shards=2, **kwargs) -> dict:
     options = dict(vocab_file=VOCAB, max_seq_length=L, max_predictions_per_seq=P,
                    dupe_factor=10, random_seed=7, num_workers=1, tokenize_lines=tokenize)
     options.update(kwargs)
-    pdata.create_pretraining_data(options.pop("input_file", SENTENCES),
+    create.create_pretraining_data(options.pop("input_file", SENTENCES),
                                   f"{directory}/{name}@{shards}", **options)
     return read_records(f"{directory}/{name}-*", options["max_seq_length"],
                         options["max_predictions_per_seq"])
@@ -131,7 +131,7 @@ def test_pretraining_dataset_reads_google_records_into_model_inputs(tmp_path):
     with tf.io.TFRecordWriter(str(tmp_path / "google.tfrecord")) as writer:
         for record in serialized:
             writer.write(record)
-    dataset = records.pretraining_dataset(str(tmp_path / "*.tfrecord"), 4, L, P,
+    dataset = datasets.pretraining_dataset(str(tmp_path / "*.tfrecord"), 4, L, P,
                                           shuffle=False, repeat=False)
     batches = list(dataset)
     assert len(batches) == 2  # 10 records, batches of 4, remainder dropped
@@ -145,17 +145,17 @@ def test_pretraining_dataset_reads_google_records_into_model_inputs(tmp_path):
     np.testing.assert_array_equal(x["token_ids"][0], first["input_ids"])
     np.testing.assert_array_equal(y["mlm_logits"][0], first["masked_lm_ids"])
     with pytest.raises(ValueError, match="max_seq_length=64"):
-        records.pretraining_dataset(str(tmp_path / "*.tfrecord"), 4, 128, P)
+        datasets.pretraining_dataset(str(tmp_path / "*.tfrecord"), 4, 128, P)
 
 
 def test_pretraining_dataset_shuffles_repeats_and_batches(plain):
     pattern = str(Path(plain["files"][0]).parent / "out-*")
-    dataset = records.pretraining_dataset(pattern, 32, L, P, seed=3)
+    dataset = datasets.pretraining_dataset(pattern, 32, L, P, seed=3)
     first = [b[0]["token_ids"].numpy() for b in dataset.take(3)]
-    again = [b[0]["token_ids"].numpy() for b in records.pretraining_dataset(
+    again = [b[0]["token_ids"].numpy() for b in datasets.pretraining_dataset(
         pattern, 32, L, P, seed=3).take(3)]
     np.testing.assert_array_equal(np.stack(first), np.stack(again))
-    total = sum(1 for _ in records.pretraining_dataset(pattern, 32, L, P, repeat=False))
+    total = sum(1 for _ in datasets.pretraining_dataset(pattern, 32, L, P, repeat=False))
     assert total == len(plain["input_ids"]) // 32 or total == len(plain["input_ids"]) // 32 - 1
 
 
@@ -387,14 +387,14 @@ def test_bad_flags_and_paths(tmp_path, hf_tokenize):
     with pytest.raises(FileNotFoundError, match="no file matches 'nothing-here-\\*'"):
         generate(tmp_path, hf_tokenize, input_file="nothing-here-*")
     with pytest.raises(ValueError, match="would overwrite the input"):
-        pdata.create_pretraining_data(SENTENCES, str(SENTENCES), vocab_file=VOCAB)
+        create.create_pretraining_data(SENTENCES, str(SENTENCES), vocab_file=VOCAB)
 
 
 # --- command line ----------------------------------------------------------------------
 
 def parse(*argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    pdata.add_create_pretraining_data_arguments(parser)
+    cli.add_create_pretraining_data_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -408,13 +408,15 @@ def test_flags_keep_the_original_names_and_meaning():
                  "--do_whole_word_mask")
     assert args.do_lower_case is False and args.do_whole_word_mask is True
     assert parse("--input_file=a", "--output_file=b", "--nodo_lower_case").do_lower_case is False
+    kebab = parse("--input-file=a", "--output-file=b", "--max-seq-length=64")
+    assert (kebab.input_file, kebab.output_file, kebab.max_seq_length) == ("a", "b", 64)
 
 
 def test_command_line_run_matches_the_reference_tokenizer(tmp_path, hf_tokenize, capsys):
     flags = ("--input_file", str(SENTENCES), "--preset", "bert_tiny_en_uncased",
              "--max_seq_length", "64", "--dupe_factor", "1", "--random_seed", "5")
-    assert pdata.run_create_pretraining_data(parse(*flags, "--output_file",
-                                                   f"{tmp_path}/cli@2")) == 0
+    assert cli.main(["create-pretraining-data", *flags, "--output_file",
+                     f"{tmp_path}/cli@2"]) == 0
     assert "instances" in capsys.readouterr().out
     generate(tmp_path, hf_tokenize, name="reference", dupe_factor=1, random_seed=5,
              max_predictions_per_seq=20)
@@ -422,14 +424,14 @@ def test_command_line_run_matches_the_reference_tokenizer(tmp_path, hf_tokenize,
                                      sorted(tmp_path.glob("ref*")), strict=True):
         assert ours.read_bytes() == reference.read_bytes()  # kbz tokenizer == WordPiece ref.
     blocker = write(tmp_path / "file", "x")
-    status = pdata.run_create_pretraining_data(parse(*flags, "--output_file", f"{blocker}/o"))
+    status = cli.main(["create-pretraining-data", *flags, "--output_file", f"{blocker}/o"])
     assert status == 1 and "Cannot write" in capsys.readouterr().err
 
 
 # --- dynamic masking -------------------------------------------------------------------
 
 def test_dynamic_masking_has_the_same_statistics_and_fresh_masks(hf_tokenize):
-    dataset = records.dynamic_masking_dataset(str(SENTENCES), hf_tokenize, VOCAB, 32,
+    dataset = datasets.dynamic_masking_dataset(str(SENTENCES), hf_tokenize, VOCAB, 32,
                                               max_seq_length=L, seed=11, repeat=False)
     epochs = [list(dataset) for _ in range(4)]
     x, y, weights = epochs[0][0]
@@ -447,7 +449,7 @@ def test_dynamic_masking_has_the_same_statistics_and_fresh_masks(hf_tokenize):
     assert abs(stack(1, "nsp_logits").mean() - 0.5) < 0.05
     # Each pass makes new pairs and masks; the same seed gives the same passes.
     assert not np.array_equal(epochs[1][0][0]["token_ids"], x["token_ids"])
-    again = records.dynamic_masking_dataset(str(SENTENCES), hf_tokenize, VOCAB, 32,
+    again = datasets.dynamic_masking_dataset(str(SENTENCES), hf_tokenize, VOCAB, 32,
                                             max_seq_length=L, seed=11, repeat=False)
     np.testing.assert_array_equal(next(iter(again))[0]["token_ids"], x["token_ids"])
 
@@ -456,7 +458,7 @@ def test_dynamic_masking_from_a_dataset_of_lines_with_the_tf_tokenizer():
     from keras_bert_zoo.tokenization import BertTokenizer
 
     lines = tf.data.TextLineDataset(str(SENTENCES))
-    dataset = records.dynamic_masking_dataset(
+    dataset = datasets.dynamic_masking_dataset(
         lines, BertTokenizer(vocabulary=str(VOCAB), lowercase=True), TOKENS, 8,
         max_seq_length=32, max_predictions_per_seq=5, do_whole_word_mask=True, seed=1)
     x, y, weights = next(iter(dataset))

@@ -15,8 +15,8 @@ import pytest
 from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo import runs
 from keras_bert_zoo.cli import main
+from keras_bert_zoo.training import runs
 
 DATA = Path(__file__).parent / "data"
 VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
@@ -112,9 +112,39 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path):
         assert (tmp_path / "nan" / "checkpoints" / name).is_file()
 
 
-def test_checkpoint_interval_must_divide_steps(tmp_path):
-    with pytest.raises(ValueError, match="must divide the number of steps"):
-        _pretrain(tmp_path / "bad", num_train_steps=5, checkpoint_every=2)
+def _weights(output):
+    return load_file(output / "preset" / "model.weights.safetensors")
+
+
+def test_a_shorter_last_interval_trains_exactly_the_steps_of_one_straight_run(tmp_path):
+    # 5 steps in intervals of 2, 2 and 1 equal 5 steps in one interval: same data order,
+    # dropout masks and learning-rate schedule (which reaches zero on the last step).
+    _pretrain(tmp_path / "intervals", num_train_steps=5, checkpoint_every=2)
+    _pretrain(tmp_path / "straight", num_train_steps=5, checkpoint_every=5)
+    state = json.loads((tmp_path / "intervals" / "checkpoints" / "state.json").read_text())
+    assert state["interval"] == 3
+    straight, intervals = _weights(tmp_path / "straight"), _weights(tmp_path / "intervals")
+    for name in straight:
+        np.testing.assert_allclose(intervals[name], straight[name], atol=1e-6, err_msg=name)
+
+
+def test_an_interval_longer_than_the_run_is_an_error_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match=r"interval \(5 steps\) is longer than "
+                                         r"--num-train-steps 4 \(4 steps\).*--checkpoint-every 4"):
+        _pretrain(tmp_path / "bad", num_train_steps=4, checkpoint_every=5)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
+        tiny_preset, tmp_path, capsys):
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
+    status = main(["finetune", "classify", "--preset", str(tiny_preset), "--train", str(train),
+                   "--validation", str(train), "--output", str(tmp_path / "out"), "--epochs",
+                   "2", "--batch-size", "16", "--sequence-length", "32",
+                   "--checkpoint-every", "100"])
+    error = capsys.readouterr().err
+    assert status == 2 and "(100 steps) is longer than the run (2 epochs of 4 steps)" in error
+    assert "--checkpoint-every 8 or less" in error and not (tmp_path / "out").exists()
 
 
 def _pretrain_command(output):

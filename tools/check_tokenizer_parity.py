@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(ROOT / "tests")]
 from record_tokenizer_reference import FULL_CORPORA, VOCABULARIES, load_corpora  # noqa: E402
 
+import keras_bert_zoo as kbz  # noqa: E402
 from keras_bert_zoo.tokenization import SPECIAL_TOKENS, BertTokenizer  # noqa: E402
 
 
@@ -36,7 +37,7 @@ def _batches(lines, size):
 
 
 def compare(lines, vocab, lowercase, batch_size, keras_hub_too):
-    path = str(ROOT / "presets" / "vocab" / f"{vocab}.txt")
+    path = str(kbz.presets.builtin_presets_dir() / "vocab" / f"{vocab}.txt")
     ours = BertTokenizer(path, lowercase=lowercase)
     reference = BertWordPieceTokenizer(path, lowercase=lowercase)
     ours_fn = tf.function(lambda x: ours.tokenize_with_offsets(x, unit="char"))

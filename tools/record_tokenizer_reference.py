@@ -37,7 +37,7 @@ VOCABULARIES = {"uncased": True, "cased": False, "multi_cased": False, "chinese"
 
 
 def _vocab_path(name):
-    return ROOT / "presets" / "vocab" / f"{name}.txt"
+    return ROOT / "keras_bert_zoo" / "presets" / "bundled" / "vocab" / f"{name}.txt"
 
 
 # --- tables ------------------------------------------------------------------------------------

@@ -9,14 +9,11 @@ post-processing, and word-to-sub-word label alignment for taggers.
 
 from keras_bert_zoo.data.readers import (
     ClassificationData,
-    SquadAnswer,
-    SquadExample,
     TaggedSentence,
     TaggingData,
     TextExample,
     read_conll,
     read_glue_tsv,
-    read_squad,
     sorted_labels,
     tag_vocabulary,
 )
@@ -27,6 +24,7 @@ from keras_bert_zoo.data.squad import (
     postprocess,
     squad_evaluate,
 )
+from keras_bert_zoo.data.squad_reader import SquadAnswer, SquadExample, read_squad
 from keras_bert_zoo.data.tagging import align_labels, encode_tagged, word_predictions
 
 __all__ = [

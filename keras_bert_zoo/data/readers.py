@@ -1,4 +1,4 @@
-"""Readers for fine-tuning data: GLUE-style TSV, CoNLL tagging files, SQuAD JSON.
+"""Readers for fine-tuning data: GLUE-style TSV and CoNLL tagging files (SQuAD: `squad_reader`).
 
 Readers return plain dataclasses. Label vocabularies come from the training file (class
 labels sorted, numerically when they are all integers; tags with `O` first); pass the
@@ -7,8 +7,6 @@ problem is a `ValueError` naming the file, the 1-based line, what was expected a
 """
 
 import dataclasses
-import functools
-import json
 import os
 from collections.abc import Iterable, Sequence
 
@@ -60,31 +58,13 @@ class TaggingData:
     tag_ids: list[np.ndarray]
 
 
-@dataclasses.dataclass(frozen=True)
-class SquadAnswer:
-    text: str
-    start: int  # character offset of `text` in the context
-
-
-@dataclasses.dataclass(frozen=True)
-class SquadExample:
-    """One SQuAD question; `answers` is empty for SQuAD 2.0 unanswerable questions."""
-
-    qas_id: str
-    question: str
-    context: str
-    answers: tuple[SquadAnswer, ...]
-    is_impossible: bool = False
-    title: str = ""
-
-
 def file_error(path: PathLike, line: int | str | None, problem: str, fix: str) -> ValueError:
     """A `ValueError` reading `<path>, line <n>: <problem>. <fix>`."""
     where = f"{os.fspath(path)}, line {line}" if line is not None else os.fspath(path)
     return ValueError(f"{where}: {problem}. {fix}")
 
 
-def _read_lines(path: PathLike, what: str) -> list[str]:
+def read_lines(path: PathLike, what: str) -> list[str]:
     """The file's lines without their line endings; empty files are an error."""
     try:
         with open(path, encoding="utf-8", newline="\n") as handle:
@@ -160,7 +140,7 @@ def read_glue_tsv(path: PathLike, text_columns: Sequence[str | int] = ("sentence
     """
     if not 1 <= len(text_columns) <= 2:
         raise ValueError(f"text_columns must name one or two columns; received {text_columns}.")
-    lines = _read_lines(path, "a TSV file with one example per line")
+    lines = read_lines(path, "a TSV file with one example per line")
     header = lines[0].split("\t") if has_header else None
     first = 2 if has_header else 1
     columns = [_column_index(path, header, c, 1) for c in text_columns]
@@ -214,7 +194,7 @@ def read_conll(path: PathLike, *, tag_names: Sequence[str] | None = None,
     >>> dev = kbz.data.read_conll("examples/data/wnut17_dev_sample.conll",
     ...                           tag_names=train.tag_names)
     """
-    lines = _read_lines(path, "one `word<TAB>tag` line per word, blank lines between sentences")
+    lines = read_lines(path, "one `word<TAB>tag` line per word, blank lines between sentences")
     sentences, current, width = [], [], None
     for number, line in enumerate(lines + [""], start=1):
         if not line.strip() or line.startswith("-DOCSTART-"):
@@ -239,76 +219,3 @@ def read_conll(path: PathLike, *, tag_names: Sequence[str] | None = None,
     ids = [encode_labels(path, [(s.line + i, t) for i, t in enumerate(s.tags)], names, "tag")
            for s in sentences]
     return TaggingData(os.fspath(path), sentences, names, ids)
-
-
-def _position(raw: str, qas_id: str) -> str:
-    """`L, column C` of a question id in the raw JSON text (SQuAD files are often one line)."""
-    offset = max(raw.find(json.dumps(qas_id)), 0)
-    line, column = raw.count("\n", 0, offset) + 1, offset - raw.rfind("\n", 0, offset)
-    return f"{line}, column {column} (question id {qas_id!r})"
-
-
-def _parse_answers(path, qa, context, where):
-    answers = []
-    for answer in qa.get("answers", []):
-        text, start = answer.get("text"), answer.get("answer_start")
-        if not isinstance(text, str) or not isinstance(start, int):
-            raise file_error(path, where(), "an answer needs a string `text` and an integer "
-                             "`answer_start`", "Fix the answer entry.")
-        if context[start:start + len(text)] != text:
-            raise file_error(path, where(), f"answer text {text!r} does not match the context at "
-                             f"answer_start={start} (found "
-                             f"{context[start:start + len(text)]!r})",
-                             "Fix `answer_start` to the character offset of the answer.")
-        answers.append(SquadAnswer(text, start))
-    return tuple(answers)
-
-
-def _parse_articles(path, raw, articles) -> list[SquadExample]:
-    examples = []
-    for article in articles:
-        for paragraph in article.get("paragraphs", []):
-            context = paragraph.get("context")
-            for qa in paragraph.get("qas", []):
-                qas_id = str(qa.get("id", ""))
-                where = functools.partial(_position, raw, qas_id)
-                if not isinstance(context, str) or not qas_id or "question" not in qa:
-                    raise file_error(path, where(), "a question needs `id`, `question` and a "
-                                     "paragraph `context`", "Fix the entry.")
-                answers = _parse_answers(path, qa, context, where)
-                impossible = bool(qa.get("is_impossible", False))
-                if not answers and not impossible:
-                    raise file_error(path, where(), "question has no answers",
-                                     'Add an answer, or mark it "is_impossible": true '
-                                     "(SQuAD 2.0).")
-                examples.append(SquadExample(qas_id, qa["question"], context,
-                                             () if impossible else answers, impossible,
-                                             article.get("title", "")))
-    return examples
-
-
-def read_squad(path: PathLike) -> list[SquadExample]:
-    """Reads a SQuAD v1.1 or v2.0 JSON file; answers are checked against their context.
-
-    >>> examples = kbz.data.read_squad("examples/data/squad_train_sample.json")
-    >>> examples[0].answers[0].text
-    'Denver Broncos'
-    """
-    raw = "\n".join(_read_lines(path, "a SQuAD JSON file"))
-    schema = ('Use the SQuAD JSON schema: {"data": [{"title", "paragraphs": [{"context", '
-              '"qas": [{"id", "question", "answers": [{"text", "answer_start"}]}]}]}]}.')
-    try:
-        articles = json.loads(raw)["data"]
-    except json.JSONDecodeError as error:
-        raise file_error(path, error.lineno, f"is not valid JSON ({error.msg}, column "
-                         f"{error.colno})", "Fix the JSON syntax.") from None
-    except (KeyError, TypeError):
-        raise file_error(path, 1, "has no top-level `data` list", schema) from None
-    try:
-        examples = _parse_articles(path, raw, articles)
-    except (AttributeError, TypeError) as error:
-        raise file_error(path, None, f"does not follow the SQuAD schema ({error})",
-                         schema) from None
-    if not examples:
-        raise file_error(path, None, "has no questions", schema)
-    return examples

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from keras_bert_zoo import metrics
-from keras_bert_zoo.data.readers import SquadExample
+from keras_bert_zoo.data.squad_reader import SquadExample
 
 Tokenize = Callable[[str], Sequence[tuple[int, int, int]]]
 

@@ -3,12 +3,16 @@
 from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.embeddings import PositionEmbedding
 from keras_bert_zoo.layers.encoder_block import FirstToken, TransformerEncoderBlock
+from keras_bert_zoo.layers.heads import MaskedLMHead, OutputBias, SpanLogits
 from keras_bert_zoo.layers.input_checks import InputChecks
 
 __all__ = [
     "Dropout",
     "FirstToken",
     "InputChecks",
+    "MaskedLMHead",
+    "OutputBias",
     "PositionEmbedding",
+    "SpanLogits",
     "TransformerEncoderBlock",
 ]

@@ -10,30 +10,19 @@ import math
 import keras
 from keras import ops
 
+from keras_bert_zoo.layers.common import (
+    check_positive_int,
+    check_rate,
+    dense,
+    layer_norm,
+    padding_bias,
+)
 from keras_bert_zoo.layers.dropout import Dropout
-from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV
-
-LAYER_NORM_EPSILON = 1e-12  # BERT's LayerNorm epsilon; never varies between checkpoints.
-MASK_BIAS = -1e9  # added to scores of padded keys; finite, so all-padding rows stay finite.
-
-
-def _dense(units: int, name: str, dtype) -> keras.layers.Dense:
-    return keras.layers.Dense(
-        units,
-        kernel_initializer=keras.initializers.TruncatedNormal(stddev=INITIALIZER_STDDEV),
-        dtype=dtype,
-        name=name,
-    )
-
-
-def _layer_norm(name: str, dtype) -> keras.layers.LayerNormalization:
-    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=dtype, name=name)
 
 
 def attention_bias(padding_mask, dtype="float32"):
     """`[batch, seq]` 1/0 mask to an additive `[batch, 1, 1, seq]` bias over attended keys."""
-    mask = ops.cast(padding_mask, dtype)
-    return ops.expand_dims(ops.expand_dims((1.0 - mask) * MASK_BIAS, 1), 1)
+    return ops.expand_dims(ops.expand_dims(padding_bias(padding_mask, dtype), 1), 1)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -53,7 +42,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     Args:
         num_heads: attention heads; must divide `hidden_dim`.
-        hidden_dim: model width.
+        hidden_dim: model width; the input's last axis must equal it.
         intermediate_dim: feed-forward width (4 * hidden_dim in every BERT).
         dropout: dropout rate after attention probabilities and after each projection.
         gelu_approximate: tanh-approximated GELU (Google's original code) instead of the exact
@@ -79,38 +68,45 @@ class TransformerEncoderBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if int(num_heads) < 1 or int(hidden_dim) % int(num_heads):
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)
+        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
+        if hidden_dim % num_heads:
             raise ValueError(
-                "`num_heads` must be positive and divide `hidden_dim`. Received: "
+                "`num_heads` must divide `hidden_dim`. Received: "
                 f"num_heads={num_heads}, hidden_dim={hidden_dim}"
             )
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        self.num_heads = int(num_heads)
-        self.hidden_dim = int(hidden_dim)
-        self.intermediate_dim = int(intermediate_dim)
-        self.dropout = float(dropout)
+        self.dropout = check_rate("dropout", dropout)
         self.gelu_approximate = bool(gelu_approximate)
         self.head_dim = self.hidden_dim // self.num_heads
 
-        policy = self.dtype_policy  # sub-layers compute in the block's (mixed) precision
-        self.attention_qkv = _dense(3 * self.hidden_dim, "attention_qkv", policy)
-        self.attention_output = _dense(self.hidden_dim, "attention_output", policy)
-        self.attention_layer_norm = _layer_norm("attention_layer_norm", policy)
-        self.intermediate = _dense(self.intermediate_dim, "intermediate", policy)
-        self.output_dense = _dense(self.hidden_dim, "output_dense", policy)
-        self.output_layer_norm = _layer_norm("output_layer_norm", policy)
-        self.attention_dropout = Dropout(self.dropout, dtype=policy)
-        self.hidden_dropout = Dropout(self.dropout, dtype=policy)
-
     def build(self, input_shape):
+        width = input_shape[-1]
+        if width is not None and width != self.hidden_dim:
+            raise ValueError(
+                f"Layer '{self.name}' expects inputs of width hidden_dim={self.hidden_dim}. "
+                f"Received: input shape {tuple(input_shape)}"
+            )
+        policy = self.dtype_policy  # sub-layers compute in the block's (mixed) precision
         hidden_shape = (None, None, self.hidden_dim)
+        self.attention_qkv = dense(3 * self.hidden_dim, "attention_qkv", policy)
         self.attention_qkv.build(hidden_shape)
+        self.attention_output = dense(self.hidden_dim, "attention_output", policy)
         self.attention_output.build(hidden_shape)
+        self.attention_layer_norm = layer_norm("attention_layer_norm", policy)
         self.attention_layer_norm.build(hidden_shape)
+        self.intermediate = dense(self.intermediate_dim, "intermediate", policy)
         self.intermediate.build(hidden_shape)
+        self.output_dense = dense(self.hidden_dim, "output_dense", policy)
         self.output_dense.build((None, None, self.intermediate_dim))
+        self.output_layer_norm = layer_norm("output_layer_norm", policy)
         self.output_layer_norm.build(hidden_shape)
+        # One dropout layer per place it is applied (each has its own seed generator).
+        self.attention_dropout = Dropout(self.dropout, dtype=policy, name="attention_dropout")
+        self.attention_output_dropout = Dropout(
+            self.dropout, dtype=policy, name="attention_output_dropout"
+        )
+        self.output_dropout = Dropout(self.dropout, dtype=policy, name="output_dropout")
 
     def _self_attention(self, x, padding_mask, training):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
@@ -127,10 +123,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     def call(self, inputs, padding_mask, training=None):
         attended = self.attention_output(self._self_attention(inputs, padding_mask, training))
-        x = self.attention_layer_norm(inputs + self.hidden_dropout(attended, training=training))
+        x = self.attention_layer_norm(
+            inputs + self.attention_output_dropout(attended, training=training)
+        )
         hidden = keras.activations.gelu(self.intermediate(x), approximate=self.gelu_approximate)
         out = self.output_dense(hidden)
-        return self.output_layer_norm(x + self.hidden_dropout(out, training=training))
+        return self.output_layer_norm(x + self.output_dropout(out, training=training))
 
     def compute_output_shape(self, input_shape):
         return input_shape

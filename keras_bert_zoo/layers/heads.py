@@ -1,4 +1,4 @@
-"""Task heads: the masked-LM transform, its output bias, and the per-token span head.
+"""Task heads: the masked-LM transform, its output bias, and the span logits of QA.
 
 The MLM decoder matrix is the token embedding itself (`token_embedding(h, reverse=True)`),
 as in the original BERT, so the head owns only the transform and the output bias.
@@ -7,8 +7,7 @@ as in the original BERT, so the head owns only the transform and the output bias
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.embeddings import INITIALIZER_STDDEV
-from keras_bert_zoo.layers.encoder_block import LAYER_NORM_EPSILON
+from keras_bert_zoo.layers.common import check_positive_int, dense, layer_norm, padding_bias
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -28,18 +27,19 @@ class MaskedLMHead(keras.layers.Layer):
 
     def __init__(self, hidden_dim: int, gelu_approximate: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.hidden_dim = int(hidden_dim)
+        self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)
         self.gelu_approximate = bool(gelu_approximate)
-        self.dense = keras.layers.Dense(
-            self.hidden_dim,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=INITIALIZER_STDDEV),
-            dtype=self.dtype_policy, name="dense",
-        )
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="layer_norm")
 
     def build(self, sequence_output_shape, mask_positions_shape=None):
+        width = sequence_output_shape[-1]
+        if width is not None and width != self.hidden_dim:
+            raise ValueError(
+                f"Layer '{self.name}' expects a sequence of width hidden_dim={self.hidden_dim}. "
+                f"Received: sequence_output shape {tuple(sequence_output_shape)}"
+            )
+        self.dense = dense(self.hidden_dim, "dense", self.dtype_policy)
         self.dense.build((None, None, self.hidden_dim))
+        self.layer_norm = layer_norm("layer_norm", self.dtype_policy)
         self.layer_norm.build((None, None, self.hidden_dim))
 
     def call(self, sequence_output, mask_positions):
@@ -67,7 +67,7 @@ class OutputBias(keras.layers.Layer):
     def __init__(self, units: int, **kwargs):
         kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
-        self.units = int(units)
+        self.units = check_positive_int("units", units)
 
     def build(self, input_shape):
         self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
@@ -81,5 +81,32 @@ class OutputBias(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(units=self.units)
+        config.pop("dtype", None)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class SpanLogits(keras.layers.Layer):
+    """`[batch, seq, 2]` span scores -> float32 start and end logits, padding masked out.
+
+    Call args:
+        scores: `[batch, seq, 2]` from a dense layer over the sequence output.
+        padding_mask: `[batch, seq]` int, 1 for real tokens.
+    """
+
+    def __init__(self, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
+    def call(self, scores, padding_mask):
+        bias = padding_bias(padding_mask)
+        scores = ops.cast(scores, "float32")
+        return {"start_logits": scores[..., 0] + bias, "end_logits": scores[..., 1] + bias}
+
+    def compute_output_shape(self, scores_shape, padding_mask_shape):
+        return {"start_logits": scores_shape[:2], "end_logits": scores_shape[:2]}
+
+    def get_config(self):
+        config = super().get_config()
         config.pop("dtype", None)
         return config

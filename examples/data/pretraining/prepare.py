@@ -2,7 +2,7 @@
 
 Writes sentence-per-line text with a blank line between documents (google-research/bert's
 `create_pretraining_data.py` input format): Gutenberg chapters and WikiText-2 articles are the
-documents; paragraphs are split into sentences with `keras_bert_zoo.pretraining_text`.
+documents; paragraphs are split into sentences with `keras_bert_zoo.data.pretraining.text`.
 
     python examples/data/pretraining/prepare.py /path/to/data
 """
@@ -11,7 +11,7 @@ import argparse
 import re
 from pathlib import Path
 
-from keras_bert_zoo.pretraining_text import split_sentences
+from keras_bert_zoo.data.pretraining.text import split_sentences
 
 HERE = Path(__file__).resolve().parent
 BOOKS = {"pg11.txt": None, "pg1661.txt": 6}  # file -> chapters kept (None: all)

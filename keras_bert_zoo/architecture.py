@@ -1,0 +1,52 @@
+"""A preset's `architecture` block: exactly `build_encoder`'s keyword arguments.
+
+Kept free of Keras so that presets can be listed and checked without importing it (the
+`kbz` command line answers `kbz presets` at once); `tests/test_presets.py` keeps
+`ARGUMENTS` equal to `build_encoder`'s signature.
+"""
+
+REQUIRED = object()  # marks an argument without a default
+ARGUMENTS = {  # build_encoder's architecture arguments and their defaults
+    "vocabulary_size": REQUIRED,
+    "num_layers": REQUIRED,
+    "num_heads": REQUIRED,
+    "hidden_dim": REQUIRED,
+    "intermediate_dim": REQUIRED,
+    "max_sequence_length": 512,
+    "num_segments": 2,
+    "dropout": 0.1,
+    "gelu_approximate": False,
+}
+
+
+def check_architecture(architecture, source) -> dict:
+    """Validates an `architecture` block: exactly `build_encoder`'s keyword arguments.
+
+    >>> kbz.architecture.check_architecture({"vocabulary_size": 30522, ...}, "preset.json")
+    """
+    if not isinstance(architecture, dict):
+        raise ValueError(f"{source}: `architecture` must be an object. Received: {architecture!r}")
+    required = [name for name, default in ARGUMENTS.items() if default is REQUIRED]
+    unknown = sorted(set(architecture) - set(ARGUMENTS))
+    missing = sorted(set(required) - set(architecture))
+    if unknown or missing:
+        raise ValueError(
+            f"{source}: `architecture` must hold exactly build_encoder's arguments "
+            f"{list(ARGUMENTS)}. Unknown: {unknown}; missing: {missing}."
+        )
+    return dict(architecture)
+
+
+def parameter_count(architecture: dict) -> int:
+    """Parameters of the encoder with pooler, from its architecture alone (no model built).
+
+    >>> kbz.architecture.parameter_count(kbz.presets.load_preset_config("bert_tiny_en_uncased")
+    ...                                  .architecture)
+    4385920
+    """
+    arguments = {**ARGUMENTS, **architecture}
+    h, i = arguments["hidden_dim"], arguments["intermediate_dim"]
+    embeddings = (arguments["vocabulary_size"] + arguments["max_sequence_length"]
+                  + arguments["num_segments"] + 2) * h
+    block = (h * 3 * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
+    return embeddings + arguments["num_layers"] * block + h * h + h

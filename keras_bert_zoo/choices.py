@@ -1,0 +1,4 @@
+"""Names a user picks from, importable without Keras or TensorFlow (the CLI's `--help`)."""
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")  # Keras dtype policies
+STRATEGIES = ("none", "mirrored", "multi-worker", "tpu")  # tf.distribute strategies by name

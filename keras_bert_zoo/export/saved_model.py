@@ -1,0 +1,126 @@
+"""SavedModel export for TF Serving: raw strings in, named task outputs out.
+
+`export_saved_model(model, "exports/name/1", preprocessor=pre)` writes a version directory
+with two signatures:
+- `serving_default`: `text` (and `text_pair` for pair tasks) string [batch] -> classifier
+  `probabilities`, `label` (+ `label_name`); tagger `tags` per token, `words` and `word_tags`
+  (the tag of each whitespace-separated word's first sub-word); question answerer
+  `start_logits`, `end_logits`, `answer_start`, `answer_end` (token indices) and
+  `answer_text`; encoder `sequence_output`, `pooled_output`.
+- `serve_token_ids`: int32 `token_ids`, `segment_ids`, `padding_mask` [batch, L] -> the model's
+  raw outputs.
+The sequence length L is fixed (TF Serving's batcher pads variable-length inputs with the
+first element, which would corrupt masks). `assets.extra/tf_serving_warmup_requests` holds
+warm-up requests. The export is written to a temporary directory and renamed into place, so
+a failed export never leaves a half-written version behind. The graph holds no Python-only
+ops (no py_function, no Lambda layers); it needs tensorflow-text's ops (see
+`keras_bert_zoo.tokenization`), which TF Serving loads with its tensorflow-text build.
+"""
+
+import logging
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of
+from keras_bert_zoo.saving.atomic import staged_directory
+
+logger = logging.getLogger(__name__)
+WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
+PAIR_TASKS = ("question_answerer",)
+
+
+def _version_directory(path, overwrite: bool) -> Path:
+    path = Path(path)
+    if not path.name.isdigit():
+        raise ValueError(
+            f"Export path must end in a numeric version directory, as TF Serving expects "
+            f"(e.g. exports/my_model/1). Received: {path}")
+    if path.exists() and not overwrite:
+        raise ValueError(f"{path} already holds a version. Export to a new version number "
+                         "(TF Serving serves the highest) or pass overwrite=True.")
+    return path
+
+
+def _warmup_requests(directory: Path, pairs: bool, model_name: str) -> None:
+    extra = directory / "assets.extra"
+    extra.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(extra / "tf_serving_warmup_requests")) as writer:
+        request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(
+            name=model_name, signature_name="serving_default"))
+        request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
+        if pairs:
+            request.inputs["text_pair"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
+        log = prediction_log_pb2.PredictionLog(
+            predict_log=prediction_log_pb2.PredictLog(request=request))
+        writer.write(log.SerializeToString())
+
+
+def export_saved_model(model: keras.Model, path, preprocessor=None, pairs: bool | None = None,
+                       label_names=None, multi_label: bool | None = None,
+                       max_answer_length: int = 30, strings: bool = True,
+                       overwrite: bool = False) -> Path:
+    """Exports `model` (encoder or task model) as a TF Serving SavedModel version directory.
+
+    Args:
+        model: encoder, classifier, tagger or question answerer (`kbz.from_preset(...)`).
+        path: the version directory, e.g. "exports/my_model/1"; must not exist.
+        preprocessor: a `kbz.BertPreprocessor`; required unless `strings=False`.
+        pairs: take `text_pair` too (default: only for question answering).
+        label_names: class or tag names, to also output them as strings (default: the
+            model's own `task_config["label_names"]`).
+        multi_label: classifier with independent sigmoid labels (default: as the model was
+            built, from its `task_config`).
+        max_answer_length: longest answer span in tokens (question answering).
+        strings: False exports only `serve_token_ids`.
+        overwrite: replace an existing version directory.
+
+    >>> pre = kbz.BertPreprocessor.from_preset("my_preset", sequence_length=128)
+    >>> kbz.export_saved_model(model, "exports/sentiment/1", preprocessor=pre)
+    """
+    path = _version_directory(path, overwrite)
+    task = task_of(model)
+    if strings and preprocessor is None:
+        raise ValueError("Exporting `serving_default` (raw strings in) needs a preprocessor: "
+                         "pass preprocessor=kbz.BertPreprocessor.from_preset(...), or "
+                         "strings=False to export only `serve_token_ids`.")
+    task_config = dict(getattr(model, "task_config", {}))
+    if multi_label is None:
+        multi_label = bool(task_config.get("multi_label", False))
+    if label_names is None:
+        label_names = task_config.get("label_names")
+    pairs = task in PAIR_TASKS if pairs is None else bool(pairs)
+    length = preprocessor.sequence_length if preprocessor is not None else None
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    id_spec = tf.TensorSpec([None, length], tf.int32)
+
+    def serve_token_ids(token_ids, segment_ids, padding_mask):
+        return model({"token_ids": token_ids, "segment_ids": segment_ids,
+                      "padding_mask": padding_mask}, training=False)
+
+    archive.add_endpoint("serve_token_ids", serve_token_ids,
+                         input_signature=[id_spec, id_spec, id_spec])
+    if strings:
+        archive.track(preprocessor)
+        options = dict(label_names=label_names, multi_label=multi_label,
+                       max_answer_length=max_answer_length)
+        outputs = SERVING_OUTPUTS[task]
+        text_spec = tf.TensorSpec([None], tf.string)
+
+        def serve_text(text):
+            return outputs(model, preprocessor, text, None, **options)
+
+        def serve_text_pair(text, text_pair):
+            return outputs(model, preprocessor, text, text_pair, **options)
+
+        archive.add_endpoint("serving_default", serve_text_pair if pairs else serve_text,
+                             input_signature=[text_spec] * (2 if pairs else 1))
+    with staged_directory(path) as staging:
+        archive.write_out(str(staging), verbose=False)
+        if strings:
+            _warmup_requests(staging, pairs, path.parent.name)
+    logger.info("Exported %s (%s) to %s", model.name, task, path)
+    return path

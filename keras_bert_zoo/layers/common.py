@@ -1,0 +1,48 @@
+"""BERT's fixed constants and the small helpers every layer and builder shares.
+
+The constants never vary between BERT checkpoints, so they stay in code rather than in
+presets (what does vary, such as the GELU form, is an explicit argument).
+"""
+
+import keras
+from keras import ops
+
+INITIALIZER_STDDEV = 0.02  # BERT's truncated-normal initializer range.
+LAYER_NORM_EPSILON = 1e-12  # BERT's LayerNorm epsilon.
+MASK_BIAS = -1e9  # added to scores of padded positions; finite, so all-padding rows stay finite.
+
+
+def initializer() -> keras.initializers.Initializer:
+    """A fresh truncated-normal initializer with BERT's standard deviation."""
+    return keras.initializers.TruncatedNormal(stddev=INITIALIZER_STDDEV)
+
+
+def dense(units: int, name: str, dtype=None, **kwargs) -> keras.layers.Dense:
+    """`keras.layers.Dense` initialized as BERT initializes every projection."""
+    return keras.layers.Dense(
+        units, kernel_initializer=initializer(), dtype=dtype, name=name, **kwargs
+    )
+
+
+def layer_norm(name: str, dtype=None) -> keras.layers.LayerNormalization:
+    """`keras.layers.LayerNormalization` with BERT's epsilon."""
+    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=dtype, name=name)
+
+
+def check_positive_int(name: str, value) -> int:
+    """Returns `value` if it is a positive integer (not a bool), else a Keras-style error."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+    return value
+
+
+def check_rate(name: str, value) -> float:
+    """Returns `value` as a float if it lies in [0, 1), else a Keras-style error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"`{name}` must be a number in [0, 1). Received: {name}={value!r}")
+    return float(value)
+
+
+def padding_bias(padding_mask, dtype="float32"):
+    """`[batch, seq]` 1/0 mask to an additive `[batch, seq]` bias: 0 for real, MASK_BIAS else."""
+    return (1.0 - ops.cast(padding_mask, dtype)) * MASK_BIAS

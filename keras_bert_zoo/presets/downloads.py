@@ -1,0 +1,194 @@
+"""Pretrained weights of named presets: download once, verify, convert, cache.
+
+`fetch_preset_weights(config)` (called by `from_preset` when a named preset has no cached
+weights) downloads the preset's archive (`weights.source.url`, Google's zip) with a progress
+bar into a temporary file, checks its sha256 *before* unpacking, unpacks it safely (no
+absolute paths, `..` or links), converts it with the Google converter, and moves the preset
+directory into `cache_dir()/<name>` in one rename. Later calls read the cache, offline.
+
+Environment:
+    KBZ_CACHE_DIR: the cache (see `registry.cache_dir`).
+    KBZ_WEIGHTS_MIRROR: a URL or folder holding the archives by file name, instead of
+        their original URLs (air-gapped machines, tests).
+    KBZ_ALLOW_UNPINNED=1: download archives whose sha256 the preset does not pin; the
+        digest seen is logged so it can be pinned.
+
+An archive put by hand at `cache_dir()/downloads/<file>` is used instead of downloading.
+"""
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path, PurePosixPath
+
+from tqdm.auto import tqdm
+
+from keras_bert_zoo.checkpoints.google import convert_google, read_google_config
+from keras_bert_zoo.presets.registry import cache_dir
+from keras_bert_zoo.saving.archives import safe_extract
+from keras_bert_zoo.saving.atomic import fsync_path
+from keras_bert_zoo.saving.checksums import sha256_file
+from keras_bert_zoo.saving.preset import PRESET_FILE, WEIGHTS_FILE, read_preset_directory
+
+logger = logging.getLogger(__name__)
+
+MIRROR_ENV = "KBZ_WEIGHTS_MIRROR"
+ALLOW_UNPINNED_ENV = "KBZ_ALLOW_UNPINNED"
+DOWNLOADS_FOLDER = "downloads"
+_TIMEOUT_S = 60
+_ARCHIVE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.zip$")
+
+
+def archive_url(url: str) -> str:
+    """`url`, or the same file name under `$KBZ_WEIGHTS_MIRROR` (a URL or a folder)."""
+    mirror = os.environ.get(MIRROR_ENV)
+    if not mirror:
+        return url
+    name = archive_name(url)
+    if "://" not in mirror:
+        return Path(mirror).resolve().joinpath(name).as_uri()
+    return mirror.rstrip("/") + "/" + urllib.parse.quote(name)
+
+
+def archive_name(url: str) -> str:
+    name = PurePosixPath(urllib.parse.urlparse(url).path).name
+    if not _ARCHIVE_NAME.match(name):
+        raise ValueError(f"Weights URL {url!r} does not end in a plain .zip file name.")
+    return name
+
+
+def download(url: str, destination: Path) -> str:
+    """Streams `url` into `destination` with a progress bar; returns the sha256 (hex).
+
+    Raises OSError (URLError included) when the server cannot be reached or the transfer
+    stops short.
+    """
+    if urllib.parse.urlparse(url).scheme not in ("https", "http", "file"):
+        raise OSError(f"unsupported URL scheme in {url!r}")
+    digest, size = hashlib.sha256(), 0
+    request = urllib.request.Request(url, headers={"User-Agent": "keras-bert-zoo"})
+    with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+        total = int(response.headers.get("Content-Length") or 0) or None
+        with open(destination, "wb") as out, tqdm(
+                total=total, unit="B", unit_scale=True, unit_divisor=1024,
+                desc=destination.name, disable=None) as bar:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                out.write(block)
+                digest.update(block)
+                size += len(block)
+                bar.update(len(block))
+    if total is not None and size != total:
+        raise OSError(f"the transfer stopped after {size} of {total} bytes")
+    return digest.hexdigest()
+
+
+def find_checkpoint_folder(root: Path) -> Path:
+    """The folder of an unpacked release that holds `bert_config.json`."""
+    found = sorted(p.parent for p in root.rglob("bert_config.json")
+                   if len(p.relative_to(root).parts) <= 3)
+    if len(found) != 1:
+        raise ValueError(f"Expected one bert_config.json in the unpacked archive, found "
+                         f"{len(found)}: {[str(p.relative_to(root)) for p in found]}.")
+    return found[0]
+
+
+def unavailable_error(config, reason: str) -> ValueError:
+    """The error for missing weights: which file to fetch, and where to put it."""
+    url = (config.weights_source or {}).get("url", "the original release")
+    name = archive_name(url)
+    local = cache_dir() / DOWNLOADS_FOLDER / name
+    return ValueError(
+        f"Pretrained weights for preset '{config.name}' are not available on this machine "
+        f"(looked in {cache_dir() / config.name}) and {reason}. Fetch {url} and put it, "
+        f"still zipped, at {local}: the next kbz.from_preset('{config.name}') verifies and "
+        f"converts it offline. Or set {MIRROR_ENV} to a URL or folder that holds {name}, "
+        "use load_weights=False for fresh random weights, or unzip it and run "
+        f"`kbz convert {name} DST_DIR` and load kbz.from_preset(DST_DIR)."
+    )
+
+
+def _obtain_archive(config, work: Path) -> tuple[Path, str]:
+    """`(archive path, sha256)`: the hand-placed archive, else a fresh download into `work`."""
+    source = config.weights_source or {}
+    url, expected = source["url"], source.get("sha256")
+    local = cache_dir() / DOWNLOADS_FOLDER / archive_name(url)
+    if local.is_file():
+        return local, sha256_file(local)
+    if not expected and os.environ.get(ALLOW_UNPINNED_ENV) != "1":
+        raise unavailable_error(config, (
+            "its archive has no pinned sha256 in the preset file, so it is not downloaded "
+            f"automatically (set {ALLOW_UNPINNED_ENV}=1 to download it anyway; the sha256 "
+            "seen is logged so you can pin it)"))
+    location = archive_url(url)
+    archive = work / archive_name(url)
+    try:
+        return archive, download(location, archive)
+    except (OSError, ValueError) as error:  # URLError, HTTPError, timeouts are OSErrors
+        raise unavailable_error(config, f"downloading {location} failed ({error})") from error
+
+
+def _verify(config, archive: Path, digest: str) -> None:
+    expected = (config.weights_source or {}).get("sha256")
+    if expected and digest != expected.lower():
+        raise ValueError(
+            f"Checksum mismatch for {archive.name} of preset '{config.name}': expected sha256 "
+            f"{expected}, got {digest}. The file is corrupted or not the release the preset "
+            f"names; nothing was unpacked or cached. Delete {archive} if you put it there, "
+            "and fetch it again.")
+    if not expected:
+        logger.warning("Using unpinned archive %s for preset '%s': sha256 %s (pin it as "
+                       "weights.source.sha256).", archive.name, config.name, digest)
+
+
+def _check_release(config, folder: Path) -> None:
+    architecture = read_google_config(folder / "bert_config.json")
+    if architecture != config.architecture:
+        raise ValueError(f"{folder / 'bert_config.json'} describes {architecture}, not preset "
+                         f"'{config.name}' ({config.architecture}); wrong archive.")
+    vocabulary = folder / "vocab.txt"
+    if not vocabulary.is_file() or sha256_file(vocabulary) != sha256_file(config.vocabulary_path):
+        raise ValueError(f"{vocabulary} differs from preset '{config.name}''s vocabulary "
+                         f"{config.vocabulary_path}; wrong archive.")
+
+
+def fetch_preset_weights(config) -> Path:
+    """Downloads, verifies, converts and caches a named preset's weights; returns the file.
+
+    >>> fetch_preset_weights(kbz.presets.load_preset_config("bert_tiny_en_uncased"))
+    PosixPath('~/.cache/keras_bert_zoo/bert_tiny_en_uncased/model.weights.safetensors')
+    """
+    cached = cache_dir() / config.name
+    if (cached / PRESET_FILE).is_file():
+        return read_preset_directory(cached).weights_path
+    if cached.exists():
+        raise ValueError(f"{cached} exists but holds no preset (an interrupted copy?); delete "
+                         f"it and load preset '{config.name}' again.")
+    source = config.weights_source or {}
+    if source.get("format") != "google_tf1":
+        raise unavailable_error(config, f"its format {source.get('format')!r} is not "
+                                "'google_tf1', the only one fetched automatically")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{config.name}.", dir=cached.parent))
+    try:
+        archive, digest = _obtain_archive(config, work)
+        _verify(config, archive, digest)
+        safe_extract(archive, work / "unpacked")
+        folder = find_checkpoint_folder(work / "unpacked")
+        _check_release(config, folder)
+        provenance = {"provenance": f"Converted from {source['url']} (sha256 {digest})."}
+        converted = convert_google(folder, work / "preset" / config.name,
+                                   heads=None,  # keep the release's MLM/NSP heads
+                                   metadata={**config.metadata, **provenance})
+        if not cached.exists():  # another process may have finished first: keep its copy
+            os.rename(converted, cached)  # converted and flushed by staged_directory
+            fsync_path(cached.parent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    logger.info("Cached the weights of preset '%s' in %s.", config.name, cached)
+    return cached / WEIGHTS_FILE

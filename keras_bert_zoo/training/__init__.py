@@ -1,0 +1,38 @@
+"""Training: optimizers and schedules, devices and precision, exact resume, and the jobs.
+
+- `optimizers`: `create_optimizer` (AdamW / LAMB with BERT's decay exclusions) and
+  `WarmupLinearDecay`;
+- `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
+- `resume`: `fit_resumable`, atomic checkpoints at step intervals and exact resume;
+- `finetuning`: task data to model inputs and back to metrics, per fine-tuning task;
+- `runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` / `kbz pretrain`.
+
+>>> optimizer = kbz.training.create_optimizer(2e-5, total_steps=1000)
+"""
+
+from keras_bert_zoo.training.distributed import (
+    PRECISIONS,
+    STRATEGIES,
+    StrategyTrainer,
+    get_strategy,
+    set_precision,
+)
+from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
+from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay, create_optimizer
+from keras_bert_zoo.training.resume import fit_resumable
+from keras_bert_zoo.training.runs import run_finetune, run_pretrain
+
+__all__ = [
+    "FINETUNING_TASKS",
+    "NO_DECAY",
+    "PRECISIONS",
+    "STRATEGIES",
+    "StrategyTrainer",
+    "WarmupLinearDecay",
+    "create_optimizer",
+    "fit_resumable",
+    "get_strategy",
+    "run_finetune",
+    "run_pretrain",
+    "set_precision",
+]

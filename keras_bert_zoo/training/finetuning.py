@@ -1,0 +1,165 @@
+"""Fine-tuning glue: task data from files to model inputs, and validation metrics.
+
+Each `*_task` object turns reader output (`keras_bert_zoo.data`) into arrays the task model
+takes, and model predictions back into the task's metrics (`keras_bert_zoo.metrics`). The
+tokenizer runs in batches over all texts (or unique words) at once, never once per string.
+`run_finetune` (behind `kbz finetune`) trains with plain `model.fit`.
+"""
+
+import dataclasses
+import logging
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_zoo import data, metrics
+from keras_bert_zoo.tasks import classifier_loss, tagger_loss
+
+logger = logging.getLogger(__name__)
+
+
+def _batched(tokenizer, texts, offsets=False, batch=4096):
+    """Tokenizes `texts` in chunks: list of id lists (or of (id, start, end) char triples)."""
+    results = []
+    for begin in range(0, len(texts), batch):
+        chunk = tf.constant(list(texts[begin:begin + batch]))
+        if not offsets:
+            results += [row.tolist() for row in tokenizer(chunk).numpy()]
+            continue
+        ids, starts, ends = tokenizer.tokenize_with_offsets(chunk, unit="char")
+        for i, s, e in zip(ids.numpy(), starts.numpy(), ends.numpy(), strict=True):
+            results.append(list(zip(i.tolist(), s.tolist(), e.tolist(), strict=True)))
+    return results
+
+
+def _specials(tokenizer):
+    return dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
+                pad_id=tokenizer.pad_token_id)
+
+
+@dataclasses.dataclass
+class ClassificationTask:
+    """GLUE-style TSV classification (or regression) with one or two text columns."""
+
+    preprocessor: object
+    text_columns: tuple = ("sentence",)
+    label_column: str = "label"
+    regression: bool = False
+
+    def read(self, path, label_names=None):
+        return data.read_glue_tsv(path, self.text_columns, self.label_column,
+                                  label_names=label_names, regression=self.regression)
+
+    def arrays(self, dataset):
+        first = tf.constant([e.text_a for e in dataset.examples])
+        pairs = dataset.examples and dataset.examples[0].text_b is not None
+        inputs = self.preprocessor(
+            (first, tf.constant([e.text_b for e in dataset.examples])) if pairs else first)
+        return {k: v.numpy() for k, v in inputs.items()}, dataset.labels, None
+
+    def label_names(self, dataset):
+        return None if self.regression else list(dataset.label_names)
+
+    def task_kwargs(self, dataset):
+        if self.regression:
+            return {"num_classes": 1}
+        return {"num_classes": len(dataset.label_names), "label_names": self.label_names(dataset)}
+
+    def loss(self, dataset):
+        return classifier_loss(1 if self.regression else len(dataset.label_names))
+
+    def evaluate(self, dataset, outputs, extra):
+        if self.regression:
+            scores = np.asarray(outputs)[:, 0]
+            return {"pearson": metrics.pearson(dataset.labels, scores),
+                    "spearman": metrics.spearman(dataset.labels, scores)}
+        predicted = np.asarray(outputs).argmax(-1)
+        average = "binary" if len(dataset.label_names) == 2 else "macro"
+        return {"accuracy": metrics.accuracy(dataset.labels, predicted),
+                "f1": metrics.f1_score(dataset.labels, predicted, average=average)}
+
+
+@dataclasses.dataclass
+class TaggingTask:
+    """CoNLL token tagging; labels on the first sub-word of each word."""
+
+    preprocessor: object
+
+    def read(self, path, label_names=None):
+        return data.read_conll(path, tag_names=label_names)
+
+    def arrays(self, dataset):
+        tokenizer = self.preprocessor.tokenizer
+        words = sorted({w for s in dataset.sentences for w in s.words})
+        pieces = dict(zip(words, _batched(tokenizer, words), strict=True))
+        encoded = data.encode_tagged(
+            [s.words for s in dataset.sentences], pieces.__getitem__,
+            self.preprocessor.sequence_length, tag_ids=dataset.tag_ids,
+            unk_id=tokenizer.unk_token_id, **_specials(tokenizer))
+        x = {k: encoded[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        return x, encoded["labels"], encoded["word_index"]
+
+    def label_names(self, dataset):
+        return list(dataset.tag_names)
+
+    def task_kwargs(self, dataset):
+        return {"num_tags": len(dataset.tag_names), "label_names": self.label_names(dataset)}
+
+    def loss(self, dataset):
+        return tagger_loss()
+
+    def evaluate(self, dataset, outputs, word_index):
+        predicted = data.word_predictions(np.asarray(outputs), word_index,
+                                          [len(s.words) for s in dataset.sentences])
+        names = dataset.tag_names
+        scores = metrics.entity_scores([s.tags for s in dataset.sentences],
+                                       [[names[t] for t in row] for row in predicted])
+        return {key: scores[key] for key in ("precision", "recall", "f1")}
+
+
+@dataclasses.dataclass
+class QuestionAnsweringTask:
+    """SQuAD v1.1 / v2.0 extractive question answering with doc-stride windows."""
+
+    preprocessor: object
+    doc_stride: int = 128
+    max_query_length: int = 64
+
+    def read(self, path, label_names=None):
+        return data.read_squad(path)
+
+    def arrays(self, examples):
+        tokenizer = self.preprocessor.tokenizer
+        texts = sorted({e.question for e in examples} | {e.context for e in examples})
+        spans = dict(zip(texts, _batched(tokenizer, texts, offsets=True), strict=True))
+        features = data.build_squad_features(
+            examples, spans.__getitem__, max_seq_length=self.preprocessor.sequence_length,
+            doc_stride=self.doc_stride, max_query_length=self.max_query_length,
+            **_specials(tokenizer))
+        targets = {"start_logits": features.start_positions,
+                   "end_logits": features.end_positions}
+        return features.inputs(), targets, features
+
+    def label_names(self, examples):
+        return None
+
+    def task_kwargs(self, examples):
+        return {}
+
+    def loss(self, examples):
+        return {key: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                for key in ("start_logits", "end_logits")}
+
+    def evaluate(self, examples, outputs, features):
+        answers = data.postprocess(examples, features, np.asarray(outputs["start_logits"]),
+                                   np.asarray(outputs["end_logits"]))
+        return data.squad_evaluate(examples, answers)
+
+
+# Keyed by the task names of `keras_bert_zoo.tasks.TASKS`.
+FINETUNING_TASKS = {
+    "classifier": ClassificationTask,
+    "tagger": TaggingTask,
+    "question_answerer": QuestionAnsweringTask,
+}

@@ -1,0 +1,91 @@
+"""Optimizers and learning-rate schedules, as BERT trains.
+
+- `WarmupLinearDecay`: linear warmup to the peak rate, then linear decay to zero
+  (google-research/bert's polynomial decay with power 1).
+- `create_optimizer`: AdamW (weight decay 0.01, epsilon 1e-6 as BERT) or LAMB, with LayerNorm
+  weights and biases excluded from weight decay, global-norm clipping 1.0 and optional
+  gradient accumulation, all Keras 3 optimizer features.
+"""
+
+import logging
+
+import keras
+
+logger = logging.getLogger(__name__)
+
+# Substrings of variable names that never get weight decay (BERT's exclusion list).
+NO_DECAY = ["layer_norm", "bias", "gamma", "beta"]
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """`peak * step / warmup_steps` while warming up, then linear decay to 0 at `total_steps`.
+
+    Steps are optimizer updates: with `accumulation_steps` batches per update, the batch
+    counter Keras passes in is divided by it.
+
+    >>> schedule = kbz.training.WarmupLinearDecay(2e-5, warmup_steps=100, total_steps=1000)
+    """
+
+    def __init__(self, peak_learning_rate: float, warmup_steps: int, total_steps: int,
+                 accumulation_steps: int = 1):
+        if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
+            raise ValueError(
+                "Expected 0 <= warmup_steps <= total_steps and total_steps >= 1. Received: "
+                f"warmup_steps={warmup_steps}, total_steps={total_steps}"
+            )
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.warmup_steps = int(warmup_steps)
+        self.total_steps = int(total_steps)
+        self.accumulation_steps = int(accumulation_steps)
+
+    def __call__(self, step):
+        # Under gradient accumulation Keras counts every batch in `iterations`; the schedule
+        # counts optimizer updates, as BERT's does.
+        step = keras.ops.cast(step // self.accumulation_steps, "float32")
+        peak = self.peak_learning_rate
+        warmup = peak * step / max(self.warmup_steps, 1)
+        decay_span = max(self.total_steps - self.warmup_steps, 1)
+        decay = peak * keras.ops.maximum(
+            0.0, (self.total_steps - step) / decay_span)
+        return keras.ops.where(step < self.warmup_steps, warmup, decay)
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate,
+                "warmup_steps": self.warmup_steps, "total_steps": self.total_steps,
+                "accumulation_steps": self.accumulation_steps}
+
+
+def create_optimizer(learning_rate: float, total_steps: int, warmup_fraction: float = 0.1,
+                     optimizer: str = "adamw", weight_decay: float = 0.01,
+                     clipnorm: float | None = 1.0, gradient_accumulation_steps: int | None = None,
+                     loss_scale: bool = False) -> keras.optimizers.Optimizer:
+    """BERT's optimizer: AdamW or LAMB on a warmup + linear-decay schedule.
+
+    Args:
+        learning_rate: peak learning rate (after warmup).
+        total_steps: optimizer updates of the whole run (the schedule reaches 0 there); with
+            gradient accumulation, batches / `gradient_accumulation_steps`.
+        warmup_fraction: fraction of `total_steps` spent warming up.
+        optimizer: "adamw" or "lamb".
+        weight_decay: decoupled weight decay, not applied to LayerNorm weights and biases.
+        clipnorm: global gradient-norm clip (BERT: 1.0); None disables it.
+        gradient_accumulation_steps: apply gradients every N batches (N x the batch size).
+        loss_scale: wrap in `LossScaleOptimizer` (needed for `mixed_float16`).
+
+    >>> opt = kbz.training.create_optimizer(2e-5, total_steps=1000)
+    """
+    schedule = WarmupLinearDecay(learning_rate, int(total_steps * warmup_fraction), total_steps,
+                                 accumulation_steps=gradient_accumulation_steps or 1)
+    common = dict(learning_rate=schedule, weight_decay=weight_decay, global_clipnorm=clipnorm,
+                  gradient_accumulation_steps=gradient_accumulation_steps)
+    if optimizer == "adamw":
+        opt = keras.optimizers.AdamW(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
+    elif optimizer == "lamb":
+        opt = keras.optimizers.Lamb(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
+    else:
+        raise ValueError(f"`optimizer` must be 'adamw' or 'lamb'. Received: {optimizer!r}")
+    opt.exclude_from_weight_decay(var_names=NO_DECAY)
+    if loss_scale:
+        opt = keras.optimizers.LossScaleOptimizer(opt)
+    return opt

@@ -1,0 +1,148 @@
+"""The package's shape: imports run one way, no cycles, small modules, a lazy top level.
+
+The import graph is read from the source with `ast` (module-level and function-level
+imports alike), so a cycle hidden inside a function still fails here.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "keras_bert_zoo"
+# Lowest first. A module may import modules of its own rank or below, never above.
+RANKS = [
+    {"layers", "choices", "console", "architecture", "_lazy"},
+    {"model", "encoder", "pretraining", "tasks", "metrics"},
+    {"saving"},
+    {"checkpoints"},
+    {"presets"},
+    {"tokenization"},
+    {"data"},
+    {"export"},
+    {"training"},
+    {"cli"},
+]
+MAX_LINES = 300
+GENERATED = {"keras_bert_zoo.tokenization._unicode_tables"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(name: str) -> list[tuple[str, int, bool]]:
+    """`(imported package module, line, inside a function)` for each import of `name`."""
+    tree = ast.parse(MODULES[name].read_text())
+    function_lines = {node.lineno for fn in ast.walk(tree)
+                      if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from package import submodule` depends on the submodule; parent packages are
+            # imported before any module and are not edges of the graph.
+            submodules = [f"{node.module}.{a.name}" for a in node.names
+                          if f"{node.module}.{a.name}" in MODULES]
+            targets = submodules or [node.module]
+        else:
+            continue
+        for target in targets:
+            if target in MODULES and target != "keras_bert_zoo":
+                found.append((target, node.lineno, node.lineno in function_lines))
+    return found
+
+
+GRAPH = {name: sorted({target for target, _, _ in _imports(name)}) for name in MODULES}
+
+
+def _rank(name: str) -> int:
+    top = name.split(".")[1]
+    return next(i for i, group in enumerate(RANKS) if top in group)
+
+
+def test_every_top_level_part_has_a_rank():
+    tops = {name.split(".")[1] for name in MODULES if name != "keras_bert_zoo"}
+    assert tops <= set().union(*RANKS), tops - set().union(*RANKS)
+
+
+def test_no_import_cycles():
+    state, cycles = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        for target in GRAPH[node]:
+            if state.get(target) == "open":
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target, [*stack, target])
+        state[node] = "done"
+
+    for name in GRAPH:
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_imports_never_climb_to_a_higher_layer():
+    climbs = [f"{name} imports {target}" for name in GRAPH if name != "keras_bert_zoo"
+              for target in GRAPH[name] if _rank(target) > _rank(name)]
+    assert not climbs, "\n".join(climbs)
+
+
+def test_function_level_imports_are_rare_and_give_a_reason():
+    problems = []
+    for name, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    text = lines[node.lineno - 1]
+                    if "keras_bert_zoo" in text or "#" not in text:
+                        problems.append(f"{name}:{node.lineno}: {text.strip()}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - GENERATED))
+def test_modules_stay_small(name):
+    assert len(MODULES[name].read_text().splitlines()) <= MAX_LINES
+
+
+def _python(code: str, **env) -> str:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, **env}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_import_and_command_line_help_load_neither_keras_nor_tensorflow():
+    out = _python(
+        "import sys, contextlib, io\n"
+        "import keras_bert_zoo as kbz\n"
+        "from keras_bert_zoo.cli import main\n"
+        "for argv in (['--help'], ['--version'], ['presets'], ['finetune', '--help']):\n"
+        "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "        main(argv)\n"
+        "print(sorted(m for m in ('keras', 'tensorflow', 'tensorflow_text') if m in sys.modules))\n"
+        "print(kbz.__version__)\n")
+    assert out.splitlines() == ["[]", __import__("keras_bert_zoo").__version__]
+
+
+def test_public_names_resolve():
+    import keras_bert_zoo as kbz
+
+    for name in kbz.__all__:
+        assert getattr(kbz, name) is not None, name
+    assert kbz.checkpoints.convert and kbz.training.create_optimizer and kbz.layers.MaskedLMHead
