@@ -39,7 +39,7 @@ def book_documents(book: Path, chapters=None, block=120) -> list:
     found = gutenberg_documents(book, chapters)
     if len(found) < 2:
         sentences = [s for document in found for s in document]
-        found = [sentences[i:i + block] for i in range(0, len(sentences), block)][:chapters]
+        found = [sentences[i : i + block] for i in range(0, len(sentences), block)][:chapters]
     return [document for document in found if len(document) > 1]
 
 
@@ -57,53 +57,101 @@ def evaluate(model, records, batch):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1200)
-    parser.add_argument("--heldout", nargs="+", required=True,
-                        help="Gutenberg books (plain text) not in the bundle")
+    parser.add_argument(
+        "--heldout", nargs="+", required=True, help="Gutenberg books (plain text) not in the bundle"
+    )
     parser.add_argument("--chapters", type=int, default=6, help="chapters taken per book")
-    parser.add_argument("--extra-train-books", nargs="*", default=[],
-                        help="more Gutenberg books for training (chapters as documents)")
+    parser.add_argument(
+        "--extra-train-books",
+        nargs="*",
+        default=[],
+        help="more Gutenberg books for training (chapters as documents)",
+    )
     parser.add_argument("--output", default="benchmark_output/pretrain_heldout")
     parser.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
     parser.add_argument("--learning-rate", default="1e-3")
     args = parser.parse_args()
     output = Path(args.output)
     work = Path(tempfile.mkdtemp())
-    text = write_documents([d for book in args.heldout for d in book_documents(Path(book),
-                                                                              args.chapters)],
-                           work / "heldout.txt")
+    text = write_documents(
+        [d for book in args.heldout for d in book_documents(Path(book), args.chapters)],
+        work / "heldout.txt",
+    )
     training = [str(ROOT / "examples/data/pretraining/*.txt")]
     if args.extra_train_books:
         overlap = {Path(b).resolve() for b in args.extra_train_books} & {
-            Path(b).resolve() for b in args.heldout}
+            Path(b).resolve() for b in args.heldout
+        }
         if overlap:
             raise SystemExit(f"--extra-train-books and --heldout share {sorted(map(str, overlap))}")
-        training.append(str(write_documents(
-            [d for book in args.extra_train_books for d in book_documents(Path(book))],
-            work / "extra_train.txt")))
+        training.append(
+            str(
+                write_documents(
+                    [d for book in args.extra_train_books for d in book_documents(Path(book))],
+                    work / "extra_train.txt",
+                )
+            )
+        )
     records = work / "heldout.tfrecord"
-    kbz_main(["create-pretraining-data", f"--input_file={text}", f"--output_file={records}",
-              "--preset=bert_tiny_en_uncased", "--max_seq_length=128",
-              "--max_predictions_per_seq=20", "--dupe_factor=1", "--random_seed=1"])
+    kbz_main(
+        [
+            "create-pretraining-data",
+            f"--input_file={text}",
+            f"--output_file={records}",
+            "--preset=bert_tiny_en_uncased",
+            "--max_seq_length=128",
+            "--max_predictions_per_seq=20",
+            "--dupe_factor=1",
+            "--random_seed=1",
+        ]
+    )
     keras.utils.set_random_seed(0)
-    untrained = kbz.from_preset("bert_tiny_en_uncased", task="pretrainer", load_weights=False,
-                                max_predictions=20)
+    untrained = kbz.from_preset(
+        "bert_tiny_en_uncased", task="pretrainer", load_weights=False, max_predictions=20
+    )
     compile_pretrainer(untrained, "adam")
     before = evaluate(untrained, records, 32)
-    kbz_main(["pretrain", "--preset", "bert_tiny_en_uncased", "--from-scratch", "--text-file",
-              ",".join(training), "--output", str(output),
-              "--num-train-steps", str(args.steps), "--checkpoint-every",
-              str(args.steps // 4), "--batch-size", "32", "--max-seq-length", "128",
-              "--max-predictions-per-seq", "20", "--learning-rate", args.learning_rate,
-              "--optimizer", args.optimizer, "--jit-compile"])
+    kbz_main(
+        [
+            "pretrain",
+            "--preset",
+            "bert_tiny_en_uncased",
+            "--from-scratch",
+            "--text-file",
+            ",".join(training),
+            "--output",
+            str(output),
+            "--num-train-steps",
+            str(args.steps),
+            "--checkpoint-every",
+            str(args.steps // 4),
+            "--batch-size",
+            "32",
+            "--max-seq-length",
+            "128",
+            "--max-predictions-per-seq",
+            "20",
+            "--learning-rate",
+            args.learning_rate,
+            "--optimizer",
+            args.optimizer,
+            "--jit-compile",
+        ]
+    )
     trained = kbz.from_preset(str(output / "preset"), task="pretrainer")
     compile_pretrainer(trained, "adam")
     after = evaluate(trained, records, 32)
-    result = {"steps": args.steps, "optimizer": args.optimizer,
-              "learning_rate": args.learning_rate, "heldout": args.heldout,
-              "chapters_per_book": args.chapters,
-              "extra_train_books": args.extra_train_books,
-              "heldout_instances": sum(1 for _ in tf.data.TFRecordDataset(str(records))),
-              "before": before, "after": after}
+    result = {
+        "steps": args.steps,
+        "optimizer": args.optimizer,
+        "learning_rate": args.learning_rate,
+        "heldout": args.heldout,
+        "chapters_per_book": args.chapters,
+        "extra_train_books": args.extra_train_books,
+        "heldout_instances": sum(1 for _ in tf.data.TFRecordDataset(str(records))),
+        "before": before,
+        "after": after,
+    }
     (output / "heldout_metrics.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

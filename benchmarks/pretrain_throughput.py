@@ -42,8 +42,7 @@ def pretraining_flops(architecture: dict, length: int, predictions: int) -> floa
     hidden, layers = architecture["hidden_dim"], architecture["num_layers"]
     encoder = layers * (4 * hidden * hidden + 2 * hidden * architecture["intermediate_dim"])
     mlm_head = hidden * hidden + hidden * architecture["vocabulary_size"]
-    return (6 * (encoder * length + mlm_head * predictions)
-            + 12 * layers * hidden * length * length)
+    return 6 * (encoder * length + mlm_head * predictions) + 12 * layers * hidden * length * length
 
 
 def peak_flops(override_tflops):
@@ -60,17 +59,26 @@ def peak_flops(override_tflops):
 
 def synthetic_batches(batch, length, predictions, vocabulary, seed=0):
     rng = np.random.default_rng(seed)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, length - 1), predictions,
-                                             replace=False) for _ in range(batch)]), axis=1)
-    x = {"token_ids": rng.integers(1000, vocabulary, (batch, length)).astype("int32"),
-         "segment_ids": (np.arange(length)[None, :] >= length // 2).repeat(batch, 0)
-         .astype("int32"),
-         "padding_mask": np.ones((batch, length), "int32"),
-         "mask_positions": positions.astype("int32")}
-    y = {"mlm_logits": rng.integers(1000, vocabulary, (batch, predictions)).astype("int32"),
-         "nsp_logits": rng.integers(0, 2, batch).astype("int32")}
-    weights = {"mlm_logits": np.ones((batch, predictions), "float32"),
-               "nsp_logits": np.ones(batch, "float32")}
+    positions = np.sort(
+        np.stack(
+            [rng.choice(np.arange(1, length - 1), predictions, replace=False) for _ in range(batch)]
+        ),
+        axis=1,
+    )
+    x = {
+        "token_ids": rng.integers(1000, vocabulary, (batch, length)).astype("int32"),
+        "segment_ids": (np.arange(length)[None, :] >= length // 2).repeat(batch, 0).astype("int32"),
+        "padding_mask": np.ones((batch, length), "int32"),
+        "mask_positions": positions.astype("int32"),
+    }
+    y = {
+        "mlm_logits": rng.integers(1000, vocabulary, (batch, predictions)).astype("int32"),
+        "nsp_logits": rng.integers(0, 2, batch).astype("int32"),
+    }
+    weights = {
+        "mlm_logits": np.ones((batch, predictions), "float32"),
+        "nsp_logits": np.ones(batch, "float32"),
+    }
     return tf.data.Dataset.from_tensors((x, y, weights)).repeat()
 
 
@@ -92,8 +100,11 @@ def main():
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--max-predictions", type=int, default=20)
-    parser.add_argument("--precision", default="mixed_bfloat16", choices=["float32",
-                        "mixed_bfloat16", "mixed_float16"])
+    parser.add_argument(
+        "--precision",
+        default="mixed_bfloat16",
+        choices=["float32", "mixed_bfloat16", "mixed_float16"],
+    )
     parser.add_argument("--steps", type=int, default=50, help="steps per timed epoch")
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs (after warm-up)")
     parser.add_argument("--steps-per-execution", type=int, default=10)
@@ -106,26 +117,41 @@ def main():
     peak, peak_source = peak_flops(args.peak_tflops)
     set_precision(args.precision)
     keras.utils.set_random_seed(0)
-    model = kbz.from_preset(args.preset, task="pretrainer", load_weights=False,
-                            max_predictions=args.max_predictions)
-    optimizer = create_optimizer(1e-4, total_steps=10 ** 6,
-                                 loss_scale=args.precision == "mixed_float16")
-    compile_pretrainer(model, optimizer, jit_compile=True,
-                       steps_per_execution=args.steps_per_execution)
-    data = synthetic_batches(args.batch_size, args.sequence_length, args.max_predictions,
-                             architecture["vocabulary_size"])
+    model = kbz.from_preset(
+        args.preset, task="pretrainer", load_weights=False, max_predictions=args.max_predictions
+    )
+    optimizer = create_optimizer(
+        1e-4, total_steps=10**6, loss_scale=args.precision == "mixed_float16"
+    )
+    compile_pretrainer(
+        model, optimizer, jit_compile=True, steps_per_execution=args.steps_per_execution
+    )
+    data = synthetic_batches(
+        args.batch_size, args.sequence_length, args.max_predictions, architecture["vocabulary_size"]
+    )
     timer = EpochTimer()
-    history = model.fit(data, steps_per_epoch=args.steps, epochs=1 + args.epochs, verbose=0,
-                        shuffle=False, callbacks=[timer])
+    history = model.fit(
+        data,
+        steps_per_epoch=args.steps,
+        epochs=1 + args.epochs,
+        verbose=0,
+        shuffle=False,
+        callbacks=[timer],
+    )
     best = min(timer.seconds[1:]) / args.steps
     flops = pretraining_flops(architecture, args.sequence_length, args.max_predictions)
     result = {
-        "preset": args.preset, "precision": args.precision, "batch_size": args.batch_size,
-        "sequence_length": args.sequence_length, "max_predictions": args.max_predictions,
+        "preset": args.preset,
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "sequence_length": args.sequence_length,
+        "max_predictions": args.max_predictions,
         "devices": [device.name for device in tf.config.list_physical_devices()],
-        "seconds_per_step": best, "sequences_per_second": args.batch_size / best,
+        "seconds_per_step": best,
+        "sequences_per_second": args.batch_size / best,
         "train_tflops_per_second": flops * args.batch_size / best / 1e12,
-        "peak_tflops": peak / 1e12, "peak_source": peak_source,
+        "peak_tflops": peak / 1e12,
+        "peak_source": peak_source,
         "mfu": flops * args.batch_size / best / peak,
         "final_loss": float(history.history["loss"][-1]),
     }

@@ -26,8 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
 
-SHAPES = {"tiny": (2, 128, 2), "small": (4, 512, 8), "medium": (8, 512, 8),
-          "base": (12, 768, 12)}
+SHAPES = {"tiny": (2, 128, 2), "small": (4, 512, 8), "medium": (8, 512, 8), "base": (12, 768, 12)}
 VOCABULARY = 30522
 
 
@@ -44,7 +43,7 @@ def matmul_peak(size=2048, repeats=20, jit_compile=True):
     for _ in range(repeats):
         result = matmul(a)
     result.numpy()
-    return 2 * size ** 3 * repeats / (time.perf_counter() - start)
+    return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
 def warmed_up(*steps):
@@ -69,22 +68,27 @@ def seconds_per_step(fn, steps):
 
 def inputs(batch, length, seed=0):
     rng = np.random.default_rng(seed)
-    return {"token_ids": rng.integers(1000, VOCABULARY, (batch, length)).astype("int32"),
-            "segment_ids": np.zeros((batch, length), "int32"),
-            "padding_mask": np.ones((batch, length), "int32")}
+    return {
+        "token_ids": rng.integers(1000, VOCABULARY, (batch, length)).astype("int32"),
+        "segment_ids": np.zeros((batch, length), "int32"),
+        "padding_mask": np.ones((batch, length), "int32"),
+    }
 
 
 def keras_steps(model, x, labels):
     """(forward, train) step functions of a Keras model compiled with XLA."""
-    model.compile(optimizer=keras.optimizers.AdamW(1e-4),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=True)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
+    )
     return (lambda: model.predict_on_batch(x)), (lambda: model.train_on_batch(x, labels))
 
 
 def ours(layers, hidden, heads, length):
-    encoder = kbz.build_encoder(VOCABULARY, layers, heads, hidden, 4 * hidden,
-                                max_sequence_length=max(512, length))
+    encoder = kbz.build_encoder(
+        VOCABULARY, layers, heads, hidden, 4 * hidden, max_sequence_length=max(512, length)
+    )
     return kbz.build_classifier(encoder, num_classes=2)
 
 
@@ -92,8 +96,13 @@ def keras_hub_model(layers, hidden, heads, length):
     import keras_hub
 
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=VOCABULARY, num_layers=layers, num_heads=heads, hidden_dim=hidden,
-        intermediate_dim=4 * hidden, max_sequence_length=max(512, length))
+        vocabulary_size=VOCABULARY,
+        num_layers=layers,
+        num_heads=heads,
+        hidden_dim=hidden,
+        intermediate_dim=4 * hidden,
+        max_sequence_length=max(512, length),
+    )
     head = keras.layers.Dense(2)(keras.layers.Dropout(0.1)(backbone.output["pooled_output"]))
     return keras.Model(backbone.input, head)
 
@@ -104,13 +113,19 @@ def torch_steps(layers, hidden, heads, x, compiled):
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=VOCABULARY, hidden_size=hidden,
-                                     num_hidden_layers=layers, num_attention_heads=heads,
-                                     intermediate_size=4 * hidden)
+    config = transformers.BertConfig(
+        vocab_size=VOCABULARY,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+    )
     model = transformers.BertForSequenceClassification(config)
-    ids = {"input_ids": torch.from_numpy(x["token_ids"]).long(),
-           "token_type_ids": torch.from_numpy(x["segment_ids"]).long(),
-           "attention_mask": torch.from_numpy(x["padding_mask"]).long()}
+    ids = {
+        "input_ids": torch.from_numpy(x["token_ids"]).long(),
+        "token_type_ids": torch.from_numpy(x["segment_ids"]).long(),
+        "attention_mask": torch.from_numpy(x["padding_mask"]).long(),
+    }
     labels = torch.zeros(len(x["token_ids"]), dtype=torch.long)
     optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
     run = torch.compile(model) if compiled else model
@@ -146,16 +161,17 @@ def main():
         layers, hidden, heads = SHAPES[shape]
         batch, length = args.batch_size, args.sequence_length
         x, labels = inputs(batch, length), np.zeros(batch, "int32")
-        steps = {"ours": warmed_up(*keras_steps(ours(layers, hidden, heads, length), x,
-                                                labels))}
+        steps = {"ours": warmed_up(*keras_steps(ours(layers, hidden, heads, length), x, labels))}
         if "keras_hub" in peers:
-            steps["keras_hub"] = warmed_up(*keras_steps(
-                keras_hub_model(layers, hidden, heads, length), x, labels))
+            steps["keras_hub"] = warmed_up(
+                *keras_steps(keras_hub_model(layers, hidden, heads, length), x, labels)
+            )
         for name in ("torch", "torch_compile"):
             if name in peers:
                 try:
-                    steps[name] = warmed_up(*torch_steps(layers, hidden, heads, x,
-                                                         compiled=name == "torch_compile"))
+                    steps[name] = warmed_up(
+                        *torch_steps(layers, hidden, heads, x, compiled=name == "torch_compile")
+                    )
                 except Exception as error:  # noqa: BLE001 (a peer missing here is reported)
                     print(f"   {name} skipped: {type(error).__name__}: {str(error)[:120]}")
         # Rounds interleave the implementations and the best round counts, so a shared
@@ -168,17 +184,26 @@ def main():
         peak = max(peak, matmul_peak())
         flops = train_flops(layers, hidden, length) * batch
         for name, (forward, train) in results.items():
-            row = {"shape": shape, "impl": name, "forward_seq_s": batch / forward,
-                   "train_seq_s": batch / train, "train_mfu": flops / train / peak}
+            row = {
+                "shape": shape,
+                "impl": name,
+                "forward_seq_s": batch / forward,
+                "train_seq_s": batch / train,
+                "train_mfu": flops / train / peak,
+            }
             rows.append(row)
-            print(f"{shape:6s} {name:14s} forward {row['forward_seq_s']:8.1f} seq/s   train "
-                  f"{row['train_seq_s']:7.1f} seq/s   MFU {100 * row['train_mfu']:5.1f}%",
-                  flush=True)
+            print(
+                f"{shape:6s} {name:14s} forward {row['forward_seq_s']:8.1f} seq/s   train "
+                f"{row['train_seq_s']:7.1f} seq/s   MFU {100 * row['train_mfu']:5.1f}%",
+                flush=True,
+            )
         base = results["ours"]
         for name, (forward, train) in results.items():
             if name != "ours":
-                print(f"{shape:6s} ours / {name:14s} forward x{forward / base[0]:.2f}   "
-                      f"train x{train / base[1]:.2f}")
+                print(
+                    f"{shape:6s} ours / {name:14s} forward x{forward / base[0]:.2f}   "
+                    f"train x{train / base[1]:.2f}"
+                )
         keras.backend.clear_session()
     print(f"float32 matmul peak, best of the run: {peak / 1e9:.1f} GFLOP/s (MFU is against it)")
     if args.json:

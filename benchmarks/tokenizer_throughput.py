@@ -33,10 +33,15 @@ TEXT_SUFFIXES = (".txt", ".raw")
 
 def read_lines(path):
     path = Path(path)
-    files = sorted(p for p in path.glob("*") if p.suffix in TEXT_SUFFIXES) if path.is_dir() \
-        else [path]
-    lines = [line.rstrip("\r") for file in files
-             for line in file.read_text(encoding="utf-8").split("\n") if line.strip()]
+    files = (
+        sorted(p for p in path.glob("*") if p.suffix in TEXT_SUFFIXES) if path.is_dir() else [path]
+    )
+    lines = [
+        line.rstrip("\r")
+        for file in files
+        for line in file.read_text(encoding="utf-8").split("\n")
+        if line.strip()
+    ]
     return files, lines
 
 
@@ -62,21 +67,29 @@ def main(argv=None):
     lowercase = LOWERCASE[args.vocab]
     ours = BertTokenizer(vocabulary, lowercase=lowercase)
     reference = BertWordPieceTokenizer(vocabulary, lowercase=lowercase)
-    print(f"corpus: {args.path} ({len(files)} files, {len(lines):,} lines, "
-          f"{sum(map(len, lines)):,} characters); vocabulary {args.vocab}")
-    print(f"tensorflow {tf.__version__}, tokenizers {tokenizers.__version__}, "
-          f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}")
+    print(
+        f"corpus: {args.path} ({len(files)} files, {len(lines):,} lines, "
+        f"{sum(map(len, lines)):,} characters); vocabulary {args.vocab}"
+    )
+    print(
+        f"tensorflow {tf.__version__}, tokenizers {tokenizers.__version__}, "
+        f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}"
+    )
 
     def run_reference():
         encodings = reference.encode_batch(lines, add_special_tokens=False)
         return sum(len(e.ids) for e in encodings)
 
-    dataset = (tf.data.Dataset.from_tensor_slices(lines).batch(args.batch_size)
-               .map(lambda batch: tf.size(ours(batch).values),
-                    num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(lines)
+        .batch(args.batch_size)
+        .map(lambda batch: tf.size(ours(batch).values), num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
     function = tf.function(lambda batch: tf.size(ours(batch).values))
-    batches = [tf.constant(lines[i:i + args.batch_size])
-               for i in range(0, len(lines), args.batch_size)]
+    batches = [
+        tf.constant(lines[i : i + args.batch_size]) for i in range(0, len(lines), args.batch_size)
+    ]
     function(batches[0])  # trace once
 
     def run_dataset():
@@ -86,9 +99,11 @@ def main(argv=None):
         return int(sum(function(batch) for batch in batches))
 
     results = {}
-    for name, run in (("tokenizers (Rust, encode_batch)", run_reference),
-                      ("ours: tf.data map", run_dataset),
-                      ("ours: tf.function", run_function)):
+    for name, run in (
+        ("tokenizers (Rust, encode_batch)", run_reference),
+        ("ours: tf.data map", run_dataset),
+        ("ours: tf.function", run_function),
+    ):
         seconds, count = best_of(args.repeats, run)
         results[name] = (count, count / seconds)
         print(f"{name:<34}{count:>11,} tokens {seconds:8.2f} s {count / seconds:>12,.0f} tokens/s")

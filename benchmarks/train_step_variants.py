@@ -32,9 +32,10 @@ def batched_matmul_attention(self, x, padding_mask, training):
     batch, length = ops.shape(x)[0], ops.shape(x)[1]
     qkv = ops.reshape(self.attention_qkv(x), (batch, length, 3, self.num_heads, self.head_dim))
     query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), axis=0)
-    scores = ops.matmul(query * (1.0 / self.head_dim ** 0.5), ops.transpose(key, (0, 1, 3, 2)))
-    probs = ops.softmax(ops.cast(scores, "float32") + encoder_block.attention_bias(padding_mask),
-                        axis=-1)
+    scores = ops.matmul(query * (1.0 / self.head_dim**0.5), ops.transpose(key, (0, 1, 3, 2)))
+    probs = ops.softmax(
+        ops.cast(scores, "float32") + encoder_block.attention_bias(padding_mask), axis=-1
+    )
     probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
     context = ops.transpose(ops.matmul(probs, value), (0, 2, 1, 3))
     return ops.reshape(context, (batch, length, self.hidden_dim))
@@ -65,15 +66,28 @@ def main():
     labels = np.zeros(args.batch_size, "int32")
 
     def ours(dropout=0.1):
-        encoder = kbz.build_encoder(throughput.VOCABULARY, layers, heads, hidden, 4 * hidden,
-                                    max_sequence_length=512, dropout=dropout)
+        encoder = kbz.build_encoder(
+            throughput.VOCABULARY,
+            layers,
+            heads,
+            hidden,
+            4 * hidden,
+            max_sequence_length=512,
+            dropout=dropout,
+        )
         return kbz.build_classifier(encoder, num_classes=2)
 
     def seconds(model, jit_compile=True):
-        model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile,
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        step = (lambda: model.predict_on_batch(x)) if args.forward else (
-            lambda: model.train_on_batch(x, labels))
+        model.compile(
+            optimizer=keras.optimizers.AdamW(1e-4),
+            jit_compile=jit_compile,
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        step = (
+            (lambda: model.predict_on_batch(x))
+            if args.forward
+            else (lambda: model.train_on_batch(x, labels))
+        )
         return throughput.timed(step, args.steps)
 
     def with_patch(owner, name, value):
@@ -83,14 +97,15 @@ def main():
     variants = {
         "ours (XLA)": lambda: seconds(ours()),
         "ours without XLA": lambda: seconds(ours(), jit_compile=False),
-        "no input checks": lambda: with_patch(input_checks.InputChecks, "call",
-                                              lambda self, inputs: inputs),
-        "matmul attention": lambda: with_patch(encoder_block.TransformerEncoderBlock,
-                                               "_self_attention", batched_matmul_attention),
+        "no input checks": lambda: with_patch(
+            input_checks.InputChecks, "call", lambda self, inputs: inputs
+        ),
+        "matmul attention": lambda: with_patch(
+            encoder_block.TransformerEncoderBlock, "_self_attention", batched_matmul_attention
+        ),
         "Keras dropout": lambda: with_patch(dropout, "in_xla_trace", lambda: False),
         "no dropout": lambda: seconds(ours(dropout=0.0)),
-        "keras-hub (XLA)": lambda: seconds(throughput.keras_hub_model(layers, hidden, heads,
-                                                                      128)),
+        "keras-hub (XLA)": lambda: seconds(throughput.keras_hub_model(layers, hidden, heads, 128)),
     }
     names = args.variants.split(",") if args.variants else list(variants)
     times = {name: [] for name in names}
@@ -98,18 +113,26 @@ def main():
         for name in names:
             times[name].append(variants[name]())
             keras.backend.clear_session()
-            print(f"round {round_index}  {name:18s} "
-                  f"{args.batch_size / times[name][-1]:8.2f} seq/s", flush=True)
+            print(
+                f"round {round_index}  {name:18s} {args.batch_size / times[name][-1]:8.2f} seq/s",
+                flush=True,
+            )
     graph_peak = throughput.matmul_peak(jit_compile=False)
-    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}  {args.shape}  batch "
-          f"{args.batch_size}  {'forward' if args.forward else 'train step'}")
-    print(f"float32 matmul 2048^3: XLA {throughput.matmul_peak() / 1e9:.1f} GFLOP/s, "
-          f"TensorFlow without XLA {graph_peak / 1e9:.1f} GFLOP/s")
+    print(
+        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}  {args.shape}  batch "
+        f"{args.batch_size}  {'forward' if args.forward else 'train step'}"
+    )
+    print(
+        f"float32 matmul 2048^3: XLA {throughput.matmul_peak() / 1e9:.1f} GFLOP/s, "
+        f"TensorFlow without XLA {graph_peak / 1e9:.1f} GFLOP/s"
+    )
     reference = min(times[names[0]])
     for name in names:
         best = min(times[name])
-        print(f"{name:18s} {args.batch_size / best:8.2f} seq/s   x{reference / best:.3f} "
-              f"vs {names[0]}")
+        print(
+            f"{name:18s} {args.batch_size / best:8.2f} seq/s   x{reference / best:.3f} "
+            f"vs {names[0]}"
+        )
 
 
 if __name__ == "__main__":

@@ -10,9 +10,12 @@ DATA = Path(__file__).resolve().parent / "data"
 
 def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--preset", default=None,
-                        help="preset name or directory (default: the real MiniLM checkpoint, "
-                             "converted into ./minilm_preset on first use)")
+    parser.add_argument(
+        "--preset",
+        default=None,
+        help="preset name or directory (default: the real MiniLM checkpoint, "
+        "converted into ./minilm_preset on first use)",
+    )
     parser.add_argument("--output", default="example_output")
     parser.add_argument("--fast", action="store_true", help="a few steps on a few examples")
     return parser.parse_args()

@@ -1,7 +1,7 @@
 """Sentiment classification on SST-2 with plain Keras: preset -> model.fit -> evaluate -> export.
 
-    python examples/classify_sst2.py            # 3,000 training sentences, 800 held out
-    python examples/classify_sst2.py --fast     # a smoke run
+python examples/classify_sst2.py            # 3,000 training sentences, 800 held out
+python examples/classify_sst2.py --fast     # a smoke run
 """
 
 import os
@@ -19,9 +19,11 @@ def dataset(data, preprocessor, batch_size, training):
     ds = tf.data.Dataset.from_tensor_slices((texts, data.labels))
     if training:
         ds = ds.shuffle(len(texts), seed=0)
-    return (ds.batch(batch_size, drop_remainder=training)
-            .map(lambda text, label: (preprocessor(text), label), tf.data.AUTOTUNE)
-            .prefetch(tf.data.AUTOTUNE))
+    return (
+        ds.batch(batch_size, drop_remainder=training)
+        .map(lambda text, label: (preprocessor(text), label), tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 def main():
@@ -38,13 +40,19 @@ def main():
     model.compile(
         optimizer=kbz.training.create_optimizer(1e-4, total_steps=len(train_ds)),
         loss=kbz.tasks.classifier_loss(len(train.label_names)),
-        metrics=["accuracy"], jit_compile=True)
+        metrics=["accuracy"],
+        jit_compile=True,
+    )
     model.fit(train_ds, epochs=1)
     _, accuracy = model.evaluate(dataset(heldout, preprocessor, 64, training=False))
     print(f"held-out accuracy: {accuracy:.3f}")
-    path = kbz.export_saved_model(model, f"{args.output}/exports/sst2/1",
-                                  preprocessor=preprocessor, label_names=train.label_names,
-                                  overwrite=True)
+    path = kbz.export_saved_model(
+        model,
+        f"{args.output}/exports/sst2/1",
+        preprocessor=preprocessor,
+        label_names=train.label_names,
+        overwrite=True,
+    )
     print(f"SavedModel for TF Serving: {path}")
 
 

@@ -34,8 +34,12 @@ PAIRS = [
     ("How do I reset my password?", "Steps to change a forgotten login password."),
     ("How do I reset my password?", "The Eiffel Tower is in Paris."),
 ]
-REVIEWS = ["A gorgeous, witty and deeply moving film.", "Dull, overlong and badly acted.",
-           "I expected more, but the ending won me over.", "a waste of two hours"]
+REVIEWS = [
+    "A gorgeous, witty and deeply moving film.",
+    "Dull, overlong and badly acted.",
+    "I expected more, but the ending won me over.",
+    "a waste of two hours",
+]
 
 
 def step(title):
@@ -75,13 +79,32 @@ def finetune_classifier(preset: Path) -> Path:
     train, heldout = DATA / "sst2_sample.tsv", DATA / "sst2_heldout.tsv"
     if FAST:
         train, heldout = _head(train, 129), _head(heldout, 65)
-    kbz_command("finetune", "classify", "--preset", preset, "--train", train,
-                "--validation", heldout, "--output", output, "--epochs", 1,
-                "--batch-size", 32, "--sequence-length", 64, "--learning-rate", "1e-4",
-                "--jit-compile")
+    kbz_command(
+        "finetune",
+        "classify",
+        "--preset",
+        preset,
+        "--train",
+        train,
+        "--validation",
+        heldout,
+        "--output",
+        output,
+        "--epochs",
+        1,
+        "--batch-size",
+        32,
+        "--sequence-length",
+        64,
+        "--learning-rate",
+        "1e-4",
+        "--jit-compile",
+    )
     metrics = json.loads((output / "metrics.json").read_text())
-    print(f"   held-out accuracy {metrics['accuracy']:.3f}, F1 {metrics['f1']:.3f} "
-          f"({time.perf_counter() - start:.0f}s)")
+    print(
+        f"   held-out accuracy {metrics['accuracy']:.3f}, F1 {metrics['f1']:.3f} "
+        f"({time.perf_counter() - start:.0f}s)"
+    )
     return output
 
 
@@ -89,16 +112,36 @@ def pretrain_tiny():
     output = OUTPUT / "pretrain_tiny"
     steps = 20 if FAST else 200
     start = step(f"3. Pretrain bert_tiny from scratch: MLM + NSP, {steps} steps, dynamic masks")
-    kbz_command("pretrain", "--preset", "bert_tiny_en_uncased", "--from-scratch",
-                "--text-file", f"{DATA}/pretraining/*.txt", "--output", output,
-                "--num-train-steps", steps, "--checkpoint-every", steps // 2,
-                "--batch-size", 32, "--max-seq-length", 128, "--max-predictions-per-seq", 20,
-                "--learning-rate", "1e-3", "--jit-compile")
+    kbz_command(
+        "pretrain",
+        "--preset",
+        "bert_tiny_en_uncased",
+        "--from-scratch",
+        "--text-file",
+        f"{DATA}/pretraining/*.txt",
+        "--output",
+        output,
+        "--num-train-steps",
+        steps,
+        "--checkpoint-every",
+        steps // 2,
+        "--batch-size",
+        32,
+        "--max-seq-length",
+        128,
+        "--max-predictions-per-seq",
+        20,
+        "--learning-rate",
+        "1e-3",
+        "--jit-compile",
+    )
     metrics = json.loads((output / "metrics.json").read_text())
-    print(f"   MLM loss {metrics['mlm_logits_loss']:.2f} (ln(vocabulary) = "
-          f"{np.log(30522):.2f} at the start), MLM accuracy "
-          f"{metrics['mlm_logits_accuracy']:.3f}, NSP accuracy "
-          f"{metrics['nsp_logits_accuracy']:.3f} ({time.perf_counter() - start:.0f}s)")
+    print(
+        f"   MLM loss {metrics['mlm_logits_loss']:.2f} (ln(vocabulary) = "
+        f"{np.log(30522):.2f} at the start), MLM accuracy "
+        f"{metrics['mlm_logits_accuracy']:.3f}, NSP accuracy "
+        f"{metrics['nsp_logits_accuracy']:.3f} ({time.perf_counter() - start:.0f}s)"
+    )
 
 
 def query_saved_model(finetuned: Path):

@@ -24,12 +24,18 @@ def main():
     preset = args.preset or "bert_tiny_en_uncased"
     steps = 10 if args.fast else 300
     dataset = dynamic_masking_dataset(
-        str(DATA / "pretraining" / "*.txt"), kbz.BertTokenizer.from_preset(preset),
-        kbz.presets.load_preset_config(preset).vocabulary_path, batch_size=32,
-        max_seq_length=128, max_predictions_per_seq=20, seed=0)
+        str(DATA / "pretraining" / "*.txt"),
+        kbz.BertTokenizer.from_preset(preset),
+        kbz.presets.load_preset_config(preset).vocabulary_path,
+        batch_size=32,
+        max_seq_length=128,
+        max_predictions_per_seq=20,
+        seed=0,
+    )
     model = kbz.from_preset(preset, task="pretrainer", load_weights=False, max_predictions=20)
-    compile_pretrainer(model, kbz.training.create_optimizer(1e-3, total_steps=steps),
-                       jit_compile=True)
+    compile_pretrainer(
+        model, kbz.training.create_optimizer(1e-3, total_steps=steps), jit_compile=True
+    )
     history = model.fit(dataset, steps_per_epoch=steps, epochs=1)
     print({key: round(values[-1], 4) for key, values in history.history.items()})
     kbz.save_preset(model, f"{args.output}/pretrained_tiny", overwrite=True)

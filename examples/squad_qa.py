@@ -29,12 +29,18 @@ def main():
         train, heldout = train[:48], heldout[:16]
     x, y, _ = task.arrays(train)
     x_held, _, features = task.arrays(heldout)
-    train_ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x["token_ids"]), seed=0)
-                .batch(16, drop_remainder=True))
+    train_ds = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(len(x["token_ids"]), seed=0)
+        .batch(16, drop_remainder=True)
+    )
     model = kbz.from_preset(preset, task="question_answerer")
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    model.compile(optimizer=kbz.training.create_optimizer(1e-4, total_steps=2 * len(train_ds)),
-                  loss={"start_logits": loss, "end_logits": loss}, jit_compile=True)
+    model.compile(
+        optimizer=kbz.training.create_optimizer(1e-4, total_steps=2 * len(train_ds)),
+        loss={"start_logits": loss, "end_logits": loss},
+        jit_compile=True,
+    )
     model.fit(train_ds, epochs=1 if args.fast else 2)
     scores = task.evaluate(heldout, model.predict(x_held, batch_size=32), features)
     print("held-out exact match {exact_match:.1f}, F1 {f1:.1f}".format(**scores))

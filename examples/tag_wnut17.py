@@ -1,7 +1,7 @@
 """Named-entity tagging on WNUT-17 with plain Keras: labels on each word's first sub-word.
 
-    python examples/tag_wnut17.py            # 1,000 training sentences, 300 dev sentences
-    python examples/tag_wnut17.py --fast
+python examples/tag_wnut17.py            # 1,000 training sentences, 300 dev sentences
+python examples/tag_wnut17.py --fast
 """
 
 import os
@@ -27,11 +27,17 @@ def main():
         dev.sentences, dev.tag_ids = dev.sentences[:32], dev.tag_ids[:32]
     x, y, _ = task.arrays(train)
     x_dev, _, word_index = task.arrays(dev)
-    train_ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=0)
-                .batch(16, drop_remainder=True))
+    train_ds = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(len(y), seed=0)
+        .batch(16, drop_remainder=True)
+    )
     model = kbz.from_preset(preset, task="tagger", num_tags=len(train.tag_names))
-    model.compile(optimizer=kbz.training.create_optimizer(1e-4, total_steps=3 * len(train_ds)),
-                  loss=kbz.tasks.tagger_loss(), jit_compile=True)
+    model.compile(
+        optimizer=kbz.training.create_optimizer(1e-4, total_steps=3 * len(train_ds)),
+        loss=kbz.tasks.tagger_loss(),
+        jit_compile=True,
+    )
     model.fit(train_ds, epochs=1 if args.fast else 3)
     scores = task.evaluate(dev, model.predict(x_dev, batch_size=64), word_index)
     print("dev entity precision {precision:.3f} recall {recall:.3f} F1 {f1:.3f}".format(**scores))

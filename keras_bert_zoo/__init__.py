@@ -19,8 +19,20 @@ from keras_bert_zoo._lazy import lazy_attributes
 __version__ = "0.1.0"
 
 _SUBPACKAGES = (
-    "architecture", "checkpoints", "data", "encoder", "export", "layers", "metrics", "model",
-    "presets", "pretraining", "saving", "tasks", "tokenization", "training",
+    "architecture",
+    "checkpoints",
+    "data",
+    "encoder",
+    "export",
+    "layers",
+    "metrics",
+    "model",
+    "presets",
+    "pretraining",
+    "saving",
+    "tasks",
+    "tokenization",
+    "training",
 )
 _EXPORTS = {
     "BertModel": "keras_bert_zoo.model",

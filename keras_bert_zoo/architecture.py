@@ -46,7 +46,11 @@ def parameter_count(architecture: dict) -> int:
     """
     arguments = {**ARGUMENTS, **architecture}
     h, i = arguments["hidden_dim"], arguments["intermediate_dim"]
-    embeddings = (arguments["vocabulary_size"] + arguments["max_sequence_length"]
-                  + arguments["num_segments"] + 2) * h
+    embeddings = (
+        arguments["vocabulary_size"]
+        + arguments["max_sequence_length"]
+        + arguments["num_segments"]
+        + 2
+    ) * h
     block = (h * 3 * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
     return embeddings + arguments["num_layers"] * block + h * h + h

@@ -87,15 +87,21 @@ def build_encoder(
 
     # Reversible: the MLM decoder reuses this matrix (`token_embedding(h, reverse=True)`).
     token = keras.layers.ReversibleEmbedding(
-        vocabulary_size, hidden_dim, embeddings_initializer=initializer(),
-        dtype=dtype, name="token_embedding",
+        vocabulary_size,
+        hidden_dim,
+        embeddings_initializer=initializer(),
+        dtype=dtype,
+        name="token_embedding",
     )(token_ids)
     position = PositionEmbedding(
         max_sequence_length, hidden_dim, dtype=dtype, name="position_embedding"
     )(token)
     segment = keras.layers.Embedding(
-        num_segments, hidden_dim, embeddings_initializer=initializer(),
-        dtype=dtype, name="segment_embedding",
+        num_segments,
+        hidden_dim,
+        embeddings_initializer=initializer(),
+        dtype=dtype,
+        name="segment_embedding",
     )(segment_ids)
     x = keras.layers.Add(dtype=dtype, name="embeddings_add")([token, position, segment])
     x = layer_norm("embeddings_layer_norm", dtype)(x)
@@ -103,8 +109,13 @@ def build_encoder(
 
     for i in range(num_layers):
         x = TransformerEncoderBlock(
-            num_heads, hidden_dim, intermediate_dim, dropout=dropout,
-            gelu_approximate=gelu_approximate, dtype=dtype, name=f"transformer_layer_{i}",
+            num_heads,
+            hidden_dim,
+            intermediate_dim,
+            dropout=dropout,
+            gelu_approximate=gelu_approximate,
+            dtype=dtype,
+            name=f"transformer_layer_{i}",
         )(x, padding_mask=padding_mask)
 
     first_token = FirstToken(name="first_token")(x)

@@ -20,8 +20,10 @@ import numpy as np
 def _pair(y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     if y_true.shape != y_pred.shape or y_true.ndim != 1 or y_true.size == 0:
-        raise ValueError("Expected two non-empty 1-D sequences of the same length; received "
-                         f"shapes {y_true.shape} and {y_pred.shape}.")
+        raise ValueError(
+            "Expected two non-empty 1-D sequences of the same length; received "
+            f"shapes {y_true.shape} and {y_pred.shape}."
+        )
     return y_true, y_pred
 
 
@@ -43,8 +45,9 @@ def accuracy(y_true: Sequence, y_pred: Sequence) -> float:
     return float(np.mean(y_true == y_pred))
 
 
-def f1_score(y_true: Sequence, y_pred: Sequence, average: str = "binary",
-             positive_label=1) -> float:
+def f1_score(
+    y_true: Sequence, y_pred: Sequence, average: str = "binary", positive_label=1
+) -> float:
     """F1 for classification: `binary` (of `positive_label`), `macro` (unweighted mean over the
     labels seen in either input) or `micro` (equals accuracy for single-label data).
 
@@ -58,8 +61,13 @@ def f1_score(y_true: Sequence, y_pred: Sequence, average: str = "binary",
         labels = np.unique(np.concatenate([y_true, y_pred]))
     else:
         raise ValueError(f"average must be 'binary', 'macro' or 'micro'; received {average!r}.")
-    counts = np.array([[np.sum((y_pred == k) & (y_true == k)), np.sum(y_pred == k),
-                        np.sum(y_true == k)] for k in labels], dtype=np.float64)
+    counts = np.array(
+        [
+            [np.sum((y_pred == k) & (y_true == k)), np.sum(y_pred == k), np.sum(y_true == k)]
+            for k in labels
+        ],
+        dtype=np.float64,
+    )
     if average == "micro":
         return _f1(*counts.sum(axis=0))[2]
     return float(np.mean([_f1(*row)[2] for row in counts]))
@@ -74,7 +82,7 @@ def matthews_corrcoef(y_true: Sequence, y_pred: Sequence) -> float:
     y_true, y_pred = _pair(y_true, y_pred)
     labels, encoded = np.unique(np.concatenate([y_true, y_pred]), return_inverse=True)
     confusion = np.zeros([len(labels)] * 2, dtype=np.float64)
-    np.add.at(confusion, (encoded[: len(y_true)], encoded[len(y_true):]), 1)
+    np.add.at(confusion, (encoded[: len(y_true)], encoded[len(y_true) :]), 1)
     true_sums, pred_sums = confusion.sum(axis=1), confusion.sum(axis=0)
     correct, total = np.trace(confusion), confusion.sum()
     denominator = np.sqrt((total**2 - pred_sums @ pred_sums) * (total**2 - true_sums @ true_sums))
@@ -118,13 +126,19 @@ def _split_tag(tag: str) -> tuple[str, str]:
 
 
 def _chunk_ends(prev: str, tag: str, prev_type: str, type_: str) -> bool:
-    return (prev in {"E", "S"} or (prev in {"B", "I"} and tag in {"B", "S", "O"})
-            or (prev not in {"O", "."} and prev_type != type_))
+    return (
+        prev in {"E", "S"}
+        or (prev in {"B", "I"} and tag in {"B", "S", "O"})
+        or (prev not in {"O", "."} and prev_type != type_)
+    )
 
 
 def _chunk_starts(prev: str, tag: str, prev_type: str, type_: str) -> bool:
-    return (tag in {"B", "S"} or (prev in {"E", "S", "O"} and tag in {"E", "I"})
-            or (tag not in {"O", "."} and prev_type != type_))
+    return (
+        tag in {"B", "S"}
+        or (prev in {"E", "S", "O"} and tag in {"E", "I"})
+        or (tag not in {"O", "."} and prev_type != type_)
+    )
 
 
 def get_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -145,21 +159,24 @@ def get_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     return entities
 
 
-def entity_scores(y_true: Sequence[Sequence[str]],
-                  y_pred: Sequence[Sequence[str]]) -> dict:
+def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> dict:
     """Entity-level (exact chunk match) precision, recall and F1, overall (micro) and per type.
 
     >>> kbz.metrics.entity_scores([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])["f1"]
     0.0
     """
     if len(y_true) != len(y_pred):
-        raise ValueError(f"Expected as many predicted sentences ({len(y_pred)}) as gold "
-                         f"sentences ({len(y_true)}).")
+        raise ValueError(
+            f"Expected as many predicted sentences ({len(y_pred)}) as gold "
+            f"sentences ({len(y_true)})."
+        )
     gold, predicted = set(), set()
     for index, (true_tags, pred_tags) in enumerate(zip(y_true, y_pred, strict=True)):
         if len(true_tags) != len(pred_tags):
-            raise ValueError(f"Sentence {index} has {len(true_tags)} gold tags but "
-                             f"{len(pred_tags)} predicted; predict one tag per word.")
+            raise ValueError(
+                f"Sentence {index} has {len(true_tags)} gold tags but "
+                f"{len(pred_tags)} predicted; predict one tag per word."
+            )
         gold.update((index, *entity) for entity in get_entities(true_tags))
         predicted.update((index, *entity) for entity in get_entities(pred_tags))
     per_type = {}
@@ -167,8 +184,9 @@ def entity_scores(y_true: Sequence[Sequence[str]],
         g = {e for e in gold if e[1] == type_}
         p = {e for e in predicted if e[1] == type_}
         scores = _f1(len(g & p), len(p), len(g))
-        per_type[type_] = dict(zip(("precision", "recall", "f1"), scores, strict=True),
-                               support=len(g))
+        per_type[type_] = dict(
+            zip(("precision", "recall", "f1"), scores, strict=True), support=len(g)
+        )
     precision, recall, f1 = _f1(len(gold & predicted), len(predicted), len(gold))
     return {"precision": precision, "recall": recall, "f1": f1, "per_type": per_type}
 
@@ -214,8 +232,9 @@ def squad_f1(prediction: str, ground_truths: Sequence[str]) -> float:
     return max(_token_f1(prediction, t) for t in truths)
 
 
-def squad_scores(predictions: Mapping[str, str],
-                 gold_answers: Mapping[str, Sequence[str]]) -> dict[str, float]:
+def squad_scores(
+    predictions: Mapping[str, str], gold_answers: Mapping[str, Sequence[str]]
+) -> dict[str, float]:
     """Official SQuAD `exact_match` and `f1`, in percent, over every gold question (a missing
     prediction scores 0).
 
@@ -224,8 +243,9 @@ def squad_scores(predictions: Mapping[str, str],
     """
     if not gold_answers:
         raise ValueError("No gold questions to score against.")
-    exact = [squad_exact_match(predictions[q], g) if q in predictions else 0.0
-             for q, g in gold_answers.items()]
-    f1 = [squad_f1(predictions[q], g) if q in predictions else 0.0
-          for q, g in gold_answers.items()]
+    exact = [
+        squad_exact_match(predictions[q], g) if q in predictions else 0.0
+        for q, g in gold_answers.items()
+    ]
+    f1 = [squad_f1(predictions[q], g) if q in predictions else 0.0 for q, g in gold_answers.items()]
     return {"exact_match": 100.0 * sum(exact) / len(exact), "f1": 100.0 * sum(f1) / len(f1)}

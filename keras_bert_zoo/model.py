@@ -64,12 +64,14 @@ class BertModel(keras.Model):
         if not isinstance(inputs, Mapping):
             raise ValueError(
                 f"Model '{self.name}' takes a dict with keys {sorted(expected)}. Received: "
-                f"{type(inputs).__name__}. Build it with kbz.BertPreprocessor(...)(texts).")
+                f"{type(inputs).__name__}. Build it with kbz.BertPreprocessor(...)(texts)."
+            )
         missing = [key for key in expected if key not in inputs]
         if missing:
             raise ValueError(
                 f"Model '{self.name}' is missing input(s) {missing}. Expected keys: "
-                f"{sorted(expected)}. Received keys: {sorted(inputs)}.")
+                f"{sorted(expected)}. Received keys: {sorted(inputs)}."
+            )
         for key in expected:
             if _symbolic(inputs[key]):  # Keras' own graph-mode plumbing (e.g. fit under a
                 continue  # tf.distribute strategy) hands over cast placeholders
@@ -77,9 +79,13 @@ class BertModel(keras.Model):
             if "int" not in dtype:
                 raise ValueError(
                     f"`{key}` must hold integer ids (int32). Received dtype {dtype}. "
-                    + ("Tokenize text first (kbz.BertPreprocessor)." if dtype == "string"
-                       else "Float ids would be truncated silently; cast on purpose "
-                            "(tf.cast / np.int32) if they are whole numbers."))
+                    + (
+                        "Tokenize text first (kbz.BertPreprocessor)."
+                        if dtype == "string"
+                        else "Float ids would be truncated silently; cast on purpose "
+                        "(tf.cast / np.int32) if they are whole numbers."
+                    )
+                )
         return {key: inputs[key] for key in expected}
 
     def __call__(self, inputs, *args, **kwargs):
@@ -100,7 +106,8 @@ class BertModel(keras.Model):
                     raise ValueError(
                         f"Model '{self.name}': the dataset's features must include "
                         f"{sorted(self.input)} as integer ids. Missing: {missing}; non-integer "
-                        f"dtypes: {wrong}. Map the texts through kbz.BertPreprocessor first.")
+                        f"dtypes: {wrong}. Map the texts through kbz.BertPreprocessor first."
+                    )
         return x
 
     def fit(self, x=None, *args, **kwargs):

@@ -16,8 +16,9 @@ from keras_bert_zoo.layers.heads import MaskedLMHead, OutputBias
 from keras_bert_zoo.model import BertModel
 
 
-def build_pretrainer(encoder: keras.Model, max_predictions: int = 20, dtype=None,
-                     name: str = "bert_pretrainer") -> keras.Model:
+def build_pretrainer(
+    encoder: keras.Model, max_predictions: int = 20, dtype=None, name: str = "bert_pretrainer"
+) -> keras.Model:
     """Adds the MLM and NSP heads to `encoder`.
 
     Args:
@@ -35,21 +36,28 @@ def build_pretrainer(encoder: keras.Model, max_predictions: int = 20, dtype=None
     architecture = architecture_of(encoder)
     dtype = dtype or encoder.get_layer("pooled_dense").dtype_policy
     inputs = dict(encoder.input)
-    inputs["mask_positions"] = keras.Input(shape=(max_predictions,), dtype="int32",
-                                           name="mask_positions")
-    hidden = MaskedLMHead(architecture["hidden_dim"], architecture["gelu_approximate"],
-                          dtype=dtype, name="mlm_head")(
-        encoder.output["sequence_output"], inputs["mask_positions"])
+    inputs["mask_positions"] = keras.Input(
+        shape=(max_predictions,), dtype="int32", name="mask_positions"
+    )
+    hidden = MaskedLMHead(
+        architecture["hidden_dim"], architecture["gelu_approximate"], dtype=dtype, name="mlm_head"
+    )(encoder.output["sequence_output"], inputs["mask_positions"])
     token_embedding = encoder.get_layer("token_embedding")
     mlm_logits = OutputBias(architecture["vocabulary_size"], name="mlm_output_bias")(
-        token_embedding(hidden, reverse=True))
+        token_embedding(hidden, reverse=True)
+    )
     nsp_logits = dense(2, "nsp_head", dtype="float32")(encoder.output["pooled_output"])
     outputs = {
         "mlm_logits": keras.layers.Identity(dtype="float32", name="mlm_logits")(mlm_logits),
         "nsp_logits": keras.layers.Identity(dtype="float32", name="nsp_logits")(nsp_logits),
     }
-    return BertModel(inputs=inputs, outputs=outputs, name=name, task="pretrainer",
-                     task_config={"max_predictions": max_predictions})
+    return BertModel(
+        inputs=inputs,
+        outputs=outputs,
+        name=name,
+        task="pretrainer",
+        task_config={"max_predictions": max_predictions},
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -63,8 +71,11 @@ class MaskedLMPerplexity(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         losses = keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
-        weights = ops.ones_like(losses) if sample_weight is None else ops.cast(
-            sample_weight, losses.dtype)
+        weights = (
+            ops.ones_like(losses)
+            if sample_weight is None
+            else ops.cast(sample_weight, losses.dtype)
+        )
         self.total.assign_add(ops.sum(losses * weights))
         self.count.assign_add(ops.sum(weights))
 
@@ -81,17 +92,19 @@ def pretraining_losses() -> dict:
     return {
         # BERT normalises by the number of real predictions: sum(w * loss) / sum(w).
         "mlm_logits": keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction="mean_with_sample_weight", name="mlm_loss"),
-        "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                                 name="nsp_loss"),
+            from_logits=True, reduction="mean_with_sample_weight", name="mlm_loss"
+        ),
+        "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True, name="nsp_loss"),
     }
 
 
 def pretraining_metrics() -> dict:
     """MLM accuracy and perplexity (weighted by masked_lm_weights), NSP accuracy."""
     return {
-        "mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
-                       MaskedLMPerplexity()],
+        "mlm_logits": [
+            keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+            MaskedLMPerplexity(),
+        ],
         "nsp_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
     }
 
@@ -102,6 +115,11 @@ def compile_pretrainer(model: keras.Model, optimizer, jit_compile: bool = False,
     Pass `sample_weight={"mlm_logits": masked_lm_weights, ...}` in the data so the MLM loss,
     accuracy and perplexity ignore padded prediction slots.
     """
-    model.compile(optimizer=optimizer, loss=pretraining_losses(),
-                  weighted_metrics=pretraining_metrics(), jit_compile=jit_compile, **kwargs)
+    model.compile(
+        optimizer=optimizer,
+        loss=pretraining_losses(),
+        weighted_metrics=pretraining_metrics(),
+        jit_compile=jit_compile,
+        **kwargs,
+    )
     return model

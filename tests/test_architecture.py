@@ -41,9 +41,13 @@ MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 def _imports(name: str) -> list[tuple[str, int, bool]]:
     """`(imported package module, line, inside a function)` for each import of `name`."""
     tree = ast.parse(MODULES[name].read_text())
-    function_lines = {node.lineno for fn in ast.walk(tree)
-                      if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                      for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    function_lines = {
+        node.lineno
+        for fn in ast.walk(tree)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(fn)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -51,8 +55,11 @@ def _imports(name: str) -> list[tuple[str, int, bool]]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             # `from package import submodule` depends on the submodule; parent packages are
             # imported before any module and are not edges of the graph.
-            submodules = [f"{node.module}.{a.name}" for a in node.names
-                          if f"{node.module}.{a.name}" in MODULES]
+            submodules = [
+                f"{node.module}.{a.name}"
+                for a in node.names
+                if f"{node.module}.{a.name}" in MODULES
+            ]
             targets = submodules or [node.module]
         else:
             continue
@@ -82,7 +89,7 @@ def test_no_import_cycles():
         state[node] = "open"
         for target in GRAPH[node]:
             if state.get(target) == "open":
-                cycles.append(stack[stack.index(target):] + [target])
+                cycles.append(stack[stack.index(target) :] + [target])
             elif target not in state:
                 visit(target, [*stack, target])
         state[node] = "done"
@@ -94,8 +101,13 @@ def test_no_import_cycles():
 
 
 def test_imports_never_climb_to_a_higher_layer():
-    climbs = [f"{name} imports {target}" for name in GRAPH if name != "keras_bert_zoo"
-              for target in GRAPH[name] if _rank(target) > _rank(name)]
+    climbs = [
+        f"{name} imports {target}"
+        for name in GRAPH
+        if name != "keras_bert_zoo"
+        for target in GRAPH[name]
+        if _rank(target) > _rank(name)
+    ]
     assert not climbs, "\n".join(climbs)
 
 
@@ -121,8 +133,13 @@ def test_modules_stay_small(name):
 
 
 def _python(code: str, **env) -> str:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, **env}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -136,7 +153,8 @@ def test_import_and_command_line_help_load_neither_keras_nor_tensorflow():
         "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
         "        main(argv)\n"
         "print(sorted(m for m in ('keras', 'tensorflow', 'tensorflow_text') if m in sys.modules))\n"
-        "print(kbz.__version__)\n")
+        "print(kbz.__version__)\n"
+    )
     assert out.splitlines() == ["[]", __import__("keras_bert_zoo").__version__]
 
 

@@ -8,8 +8,11 @@ from keras_bert_zoo.saving import atomic
 
 
 def _tree(root):
-    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _write(destination, content: str):
@@ -31,8 +34,10 @@ def test_an_existing_directory_is_replaced_whole(tmp_path, monkeypatch, exchange
 
 def test_a_failure_while_writing_leaves_the_old_directory(tmp_path):
     _write(tmp_path / "out", "old")
-    with pytest.raises(OSError, match="disk full"), atomic.staged_directory(tmp_path / "out") \
-            as staging:
+    with (
+        pytest.raises(OSError, match="disk full"),
+        atomic.staged_directory(tmp_path / "out") as staging,
+    ):
         (staging / "data.txt").write_text("half")
         raise OSError("disk full")
     assert _tree(tmp_path / "out") == {"data.txt": "old", "sub/more.txt": "oldold"}

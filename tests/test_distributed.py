@@ -22,23 +22,34 @@ GLOBAL_BATCH = 8
 def _model(strategy):
     with strategy.scope():
         keras.utils.set_random_seed(0)
-        encoder = kbz.build_encoder(vocabulary_size=1000, num_layers=2, num_heads=2,
-                                    hidden_dim=32, intermediate_dim=64, max_sequence_length=64,
-                                    dropout=0.0)
+        encoder = kbz.build_encoder(
+            vocabulary_size=1000,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=32,
+            intermediate_dim=64,
+            max_sequence_length=64,
+            dropout=0.0,
+        )
         model = kbz.build_classifier(encoder, num_classes=2, dropout=0.0)
-        model.compile(optimizer=kbz.training.create_optimizer(1e-2, total_steps=4),
-                      loss=kbz.tasks.classifier_loss(2))
+        model.compile(
+            optimizer=kbz.training.create_optimizer(1e-2, total_steps=4),
+            loss=kbz.tasks.classifier_loss(2),
+        )
     return model
 
 
 def _dataset():
     rng = np.random.default_rng(0)
-    x = {"token_ids": rng.integers(1, 1000, (32, 12)).astype("int32"),
-         "segment_ids": np.zeros((32, 12), "int32"),
-         "padding_mask": (np.arange(12)[None] < rng.integers(4, 13, (32, 1))).astype("int32")}
+    x = {
+        "token_ids": rng.integers(1, 1000, (32, 12)).astype("int32"),
+        "segment_ids": np.zeros((32, 12), "int32"),
+        "padding_mask": (np.arange(12)[None] < rng.integers(4, 13, (32, 1))).astype("int32"),
+    }
     y = rng.integers(0, 2, 32)
-    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH,
-                                                                     drop_remainder=True)
+    return (
+        tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH, drop_remainder=True)
+    )
 
 
 def _weights(model):
@@ -49,7 +60,8 @@ def _weights(model):
 def single_device():
     model = _model(tf.distribute.get_strategy())
     history = StrategyTrainer(model, tf.distribute.get_strategy(), jit_compile=True).fit(
-        _dataset(), epochs=2, steps_per_epoch=2, verbose=0)
+        _dataset(), epochs=2, steps_per_epoch=2, verbose=0
+    )
     return _weights(model), history.history["loss"]
 
 
@@ -69,7 +81,8 @@ def _assert_same(weights, reference):
 def test_mirrored_xla_per_replica_equals_single_device(single_device, mirrored):
     model = _model(mirrored)
     history = StrategyTrainer(model, mirrored, jit_compile=True).fit(
-        _dataset(), epochs=2, steps_per_epoch=2, verbose=0)
+        _dataset(), epochs=2, steps_per_epoch=2, verbose=0
+    )
     _assert_same(_weights(model), single_device[0])
     np.testing.assert_allclose(history.history["loss"], single_device[1], rtol=1e-5)
 
@@ -117,10 +130,20 @@ def test_multi_worker_two_local_processes_equal_single_device(single_device, tmp
     for index in range(2):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = {**__import__("os").environ, "TF_CONFIG": json.dumps(config)}
-        processes.append(subprocess.Popen(
-            [sys.executable, str(script), str(tmp_path / f"w{index}.npz"),
-             str(__import__("pathlib").Path(__file__).parent)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(script),
+                    str(tmp_path / f"w{index}.npz"),
+                    str(__import__("pathlib").Path(__file__).parent),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     try:
         outputs = [p.communicate(timeout=240)[0] for p in processes]
     finally:

@@ -46,7 +46,8 @@ class LoopbackServer:
                 super().do_GET()
 
         self.server = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
+        )
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -94,26 +95,36 @@ def tiny_release(tmp_path):
     """A tiny Google release zip + a PresetConfig naming it (vocabulary 60, 2 layers)."""
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(55)]
     variables = random_google_variables(TINY_GOOGLE, seed=5)
-    folder = write_google_checkpoint(tmp_path / "release" / "tiny_L-2_H-16", variables,
-                                     TINY_GOOGLE, vocabulary)
+    folder = write_google_checkpoint(
+        tmp_path / "release" / "tiny_L-2_H-16", variables, TINY_GOOGLE, vocabulary
+    )
     archive = tmp_path / "tiny_L-2_H-16.zip"
     digest = _zip_release(folder, archive, top="tiny_L-2_H-16/")
     config = PresetConfig(
-        name="tiny_test", directory=folder, architecture=dict(TINY_GOOGLE),
-        vocabulary_path=folder / "vocab.txt", lowercase=True,
-        weights_source={"url": "https://storage.googleapis.com/bert_models/tiny_L-2_H-16.zip",
-                        "format": "google_tf1", "sha256": digest})
+        name="tiny_test",
+        directory=folder,
+        architecture=dict(TINY_GOOGLE),
+        vocabulary_path=folder / "vocab.txt",
+        lowercase=True,
+        weights_source={
+            "url": "https://storage.googleapis.com/bert_models/tiny_L-2_H-16.zip",
+            "format": "google_tf1",
+            "sha256": digest,
+        },
+    )
     return config, archive, variables
 
 
-def test_named_preset_downloads_once_then_works_offline(served, cache, monkeypatch, tmp_path,
-                                                        caplog):
+def test_named_preset_downloads_once_then_works_offline(
+    served, cache, monkeypatch, tmp_path, caplog
+):
     root, server = served
     config = load_preset_config("bert_tiny_en_uncased")
     vocabulary = config.vocabulary_path.read_text(encoding="utf-8").split("\n")[:-1]
     variables = random_google_variables(config.architecture, seed=1)
-    folder = write_google_checkpoint(tmp_path / "release", variables, config.architecture,
-                                     vocabulary)
+    folder = write_google_checkpoint(
+        tmp_path / "release", variables, config.architecture, vocabulary
+    )
     digest = _zip_release(folder, root / "uncased_L-2_H-128_A-2.zip")
     monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
     monkeypatch.setenv("KBZ_ALLOW_UNPINNED", "1")  # the bundled presets pin no sha256 yet
@@ -122,20 +133,25 @@ def test_named_preset_downloads_once_then_works_offline(served, cache, monkeypat
         encoder = kbz.from_preset("bert_tiny_en_uncased")
     assert digest in caplog.text  # logged so it can be pinned
     assert server.requests == ["/uncased_L-2_H-128_A-2.zip"]
-    np.testing.assert_array_equal(encoder.get_layer("token_embedding").embeddings.numpy(),
-                                  variables["bert/embeddings/word_embeddings"])
+    np.testing.assert_array_equal(
+        encoder.get_layer("token_embedding").embeddings.numpy(),
+        variables["bert/embeddings/word_embeddings"],
+    )
     assert sorted(p.name for p in cache.iterdir()) == ["bert_tiny_en_uncased"]  # no leftovers
     server.stop()
     monkeypatch.delenv("KBZ_ALLOW_UNPINNED")
     keras.backend.clear_session()
     again = kbz.from_preset("bert_tiny_en_uncased")  # offline now: served from the cache
-    np.testing.assert_array_equal(again.get_layer("pooled_dense").kernel.numpy(),
-                                  variables["bert/pooler/dense/kernel"])
+    np.testing.assert_array_equal(
+        again.get_layer("pooled_dense").kernel.numpy(), variables["bert/pooler/dense/kernel"]
+    )
     assert len(server.requests) == 1
     # the release's MLM and NSP heads were kept in the cache
     pretrainer = kbz.from_preset("bert_tiny_en_uncased", task="pretrainer")
-    np.testing.assert_array_equal(pretrainer.get_layer("nsp_head").kernel.numpy(),
-                                  variables["cls/seq_relationship/output_weights"].T)
+    np.testing.assert_array_equal(
+        pretrainer.get_layer("nsp_head").kernel.numpy(),
+        variables["cls/seq_relationship/output_weights"].T,
+    )
 
 
 def test_pinned_download_is_verified_and_cached(served, cache, monkeypatch, tiny_release):
@@ -155,11 +171,15 @@ def test_checksum_mismatch_caches_nothing(served, cache, monkeypatch, tiny_relea
     config, archive, _ = tiny_release
     (root / archive.name).write_bytes(archive.read_bytes())
     monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
-    wrong = dataclasses.replace(config, weights_source={**config.weights_source,
-                                                        "sha256": "0" * 64})
-    with pytest.raises(ValueError, match=f"Checksum mismatch for {archive.name}.*expected "
-                                         f"sha256 0{{64}}, got {config.weights_source['sha256']}"
-                                         ".*nothing was unpacked or cached"):
+    wrong = dataclasses.replace(
+        config, weights_source={**config.weights_source, "sha256": "0" * 64}
+    )
+    with pytest.raises(
+        ValueError,
+        match=f"Checksum mismatch for {archive.name}.*expected "
+        f"sha256 0{{64}}, got {config.weights_source['sha256']}"
+        ".*nothing was unpacked or cached",
+    ):
         fetch_preset_weights(wrong)
     assert list(cache.iterdir()) == []  # no preset, no partial download, no temp folder
 
@@ -172,8 +192,10 @@ def test_server_down_without_cache_says_what_to_fetch_and_where(cache, monkeypat
         kbz.from_preset("bert_tiny_en_uncased")
     message = str(error.value)
     assert f"downloading {mirror}uncased_L-2_H-128_A-2.zip failed" in message
-    assert f"Fetch {TINY_URL} and put it, still zipped, at " \
-           f"{cache / 'downloads' / 'uncased_L-2_H-128_A-2.zip'}" in message
+    assert (
+        f"Fetch {TINY_URL} and put it, still zipped, at "
+        f"{cache / 'downloads' / 'uncased_L-2_H-128_A-2.zip'}" in message
+    )
     assert "not available on this machine" in message and "load_weights=False" in message
     assert not (cache / "bert_tiny_en_uncased").exists()
 
@@ -192,8 +214,9 @@ def test_hand_placed_archive_is_used_offline(cache, monkeypatch, tiny_release):
     (cache / "downloads").mkdir(parents=True)
     (cache / "downloads" / archive.name).write_bytes(archive.read_bytes())
     weights = kbz.saving.read_weights(fetch_preset_weights(config))
-    np.testing.assert_array_equal(weights["segment_embedding/embeddings"],
-                                  variables["bert/embeddings/token_type_embeddings"])
+    np.testing.assert_array_equal(
+        weights["segment_embedding/embeddings"], variables["bert/embeddings/token_type_embeddings"]
+    )
 
 
 def test_archive_of_another_model_is_refused(cache, monkeypatch, tiny_release):
@@ -206,16 +229,17 @@ def test_archive_of_another_model_is_refused(cache, monkeypatch, tiny_release):
     assert not (cache / "tiny_test").exists()
 
 
-@pytest.mark.parametrize("member, problem", [("../evil.txt", "climbs out"),
-                                             ("/etc/evil.txt", "absolute path"),
-                                             ("link", "symbolic link")])
+@pytest.mark.parametrize(
+    "member, problem",
+    [("../evil.txt", "climbs out"), ("/etc/evil.txt", "absolute path"), ("link", "symbolic link")],
+)
 def test_unsafe_zip_members_are_refused(tmp_path, member, problem):
     archive = tmp_path / "bad.zip"
     with zipfile.ZipFile(archive, "w") as bundle:
         bundle.writestr("ok/bert_config.json", "{}")
         info = zipfile.ZipInfo(member)
         if member == "link":
-            info.external_attr = (0o120777 << 16)  # a symlink entry pointing at /etc/passwd
+            info.external_attr = 0o120777 << 16  # a symlink entry pointing at /etc/passwd
         bundle.writestr(info, "/etc/passwd" if member == "link" else "x")
     with pytest.raises(ValueError, match=f"member '{member}' .*{problem}"):
         safe_extract(archive, tmp_path / "out")

@@ -57,8 +57,12 @@ def test_every_dropout_of_the_models_is_ours(tiny_architecture):
     """Embeddings, attention, hidden and head dropouts all take the fast path under XLA."""
     encoder = kbz.build_encoder(**tiny_architecture)
     models = [kbz.build_classifier(encoder, 2), kbz.build_tagger(encoder, 3)]
-    found = [layer for model in models for layer in model._flatten_layers()
-             if isinstance(layer, keras.layers.Dropout)]
+    found = [
+        layer
+        for model in models
+        for layer in model._flatten_layers()
+        if isinstance(layer, keras.layers.Dropout)
+    ]
     # per model: embeddings, three per block (one per call site), the head
     assert len(found) == 2 * (1 + 3 * tiny_architecture["num_layers"]) + 2
     assert all(isinstance(layer, Dropout) for layer in found)

@@ -11,8 +11,13 @@ from conftest import random_inputs
 import keras_bert_zoo as kbz
 
 EXPECTED_LAYER_NAMES = [
-    "token_embedding", "position_embedding", "segment_embedding", "embeddings_layer_norm",
-    "transformer_layer_0", "transformer_layer_1", "pooled_dense",
+    "token_embedding",
+    "position_embedding",
+    "segment_embedding",
+    "embeddings_layer_norm",
+    "transformer_layer_0",
+    "transformer_layer_1",
+    "pooled_dense",
 ]
 
 
@@ -46,8 +51,11 @@ def test_padding_invariance(encoder):
     padded = {k: np.pad(v, ((0, 0), (0, 15))) for k, v in short.items()}
     a, b = encoder(short), encoder(padded)
     mask = short["padding_mask"].astype(bool)
-    np.testing.assert_allclose(np.asarray(a["sequence_output"])[mask],
-                               np.asarray(b["sequence_output"])[:, :10][mask], atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(a["sequence_output"])[mask],
+        np.asarray(b["sequence_output"])[:, :10][mask],
+        atol=1e-5,
+    )
     np.testing.assert_allclose(a["pooled_output"], b["pooled_output"], atol=1e-5)
 
 
@@ -55,10 +63,13 @@ def test_batch_invariance(encoder):
     inputs = random_inputs(batch=4, length=12)
     batched = encoder(inputs)
     for i in range(4):
-        row = encoder({k: v[i:i + 1] for k, v in inputs.items()})
+        row = encoder({k: v[i : i + 1] for k, v in inputs.items()})
         mask = inputs["padding_mask"][i].astype(bool)
-        np.testing.assert_allclose(np.asarray(row["sequence_output"])[0][mask],
-                                   np.asarray(batched["sequence_output"])[i][mask], atol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(row["sequence_output"])[0][mask],
+            np.asarray(batched["sequence_output"])[i][mask],
+            atol=1e-5,
+        )
 
 
 def test_keras_save_load_round_trip_is_identical(encoder, tmp_path):
@@ -81,8 +92,11 @@ def test_jit_compile_equals_eager(encoder):
 
 def test_predict_graph_mode_equals_eager(encoder):
     inputs = random_inputs()
-    np.testing.assert_allclose(encoder.predict(inputs, verbose=0)["pooled_output"],
-                               encoder(inputs)["pooled_output"], atol=1e-6)
+    np.testing.assert_allclose(
+        encoder.predict(inputs, verbose=0)["pooled_output"],
+        encoder(inputs)["pooled_output"],
+        atol=1e-6,
+    )
 
 
 def test_mixed_bfloat16_runs_and_stays_finite(tiny_architecture):
@@ -112,11 +126,14 @@ def test_gelu_variant_changes_outputs(tiny_architecture):
     assert 1e-6 < np.abs(outs[0] - outs[1]).max() < 1e-1
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(token_ids=1000), "`token_ids` must lie in [0, 1000)"),
-    (dict(token_ids=-1), "`token_ids` must lie in [0, 1000)"),
-    (dict(segment_ids=2), "`segment_ids` must lie in [0, 2)"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(token_ids=1000), "`token_ids` must lie in [0, 1000)"),
+        (dict(token_ids=-1), "`token_ids` must lie in [0, 1000)"),
+        (dict(segment_ids=2), "`segment_ids` must lie in [0, 2)"),
+    ],
+)
 def test_out_of_range_ids_are_clear_errors(encoder, change, message):
     inputs = random_inputs()
     key, value = next(iter(change.items()))
@@ -139,11 +156,14 @@ def test_mismatched_shapes_are_a_clear_error(encoder):
         encoder(inputs)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(num_heads=3), "`num_heads` must divide `hidden_dim`"),
-    (dict(num_layers=0), "`num_layers` must be a positive integer"),
-    (dict(vocabulary_size=12.5), "`vocabulary_size` must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(num_heads=3), "`num_heads` must divide `hidden_dim`"),
+        (dict(num_layers=0), "`num_layers` must be a positive integer"),
+        (dict(vocabulary_size=12.5), "`vocabulary_size` must be a positive integer"),
+    ],
+)
 def test_bad_architecture_arguments(tiny_architecture, change, message):
     with pytest.raises(ValueError, match=message):
         kbz.build_encoder(**{**tiny_architecture, **change})
@@ -153,11 +173,15 @@ def test_layers_check_their_arguments_and_input_width():
     with pytest.raises(ValueError, match="`intermediate_dim` must be a positive integer"):
         kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=0)
     with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\)"):
-        kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=16,
-                                           dropout=1.5)
+        kbz.layers.TransformerEncoderBlock(
+            num_heads=2, hidden_dim=8, intermediate_dim=16, dropout=1.5
+        )
     block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=16)
-    with pytest.raises(ValueError, match="expects inputs of width hidden_dim=8. Received: "
-                                         r"input shape \(2, 3, 6\)"):
+    with pytest.raises(
+        ValueError,
+        match="expects inputs of width hidden_dim=8. Received: "
+        r"input shape \(2, 3, 6\)",
+    ):
         block(np.zeros((2, 3, 6), "float32"), padding_mask=np.ones((2, 3), "int32"))
     head = kbz.layers.MaskedLMHead(hidden_dim=8)
     with pytest.raises(ValueError, match="expects a sequence of width hidden_dim=8"):

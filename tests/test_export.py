@@ -15,11 +15,19 @@ from keras_bert_zoo.export import export_saved_model
 from keras_bert_zoo.tokenization import BertPreprocessor, BertTokenizer
 
 LENGTH = 24
-TEXTS = ["The film was a delight from start to finish.", "naïve café in Zürich",
-         "", "Steve Jobs founded Apple in California ."]
+TEXTS = [
+    "The film was a delight from start to finish.",
+    "naïve café in Zürich",
+    "",
+    "Steve Jobs founded Apple in California .",
+]
 PAIRS = ["Where was Apple founded?", "Who wrote it?", "", "When?"]
-CONTEXTS = ["Apple was founded in Cupertino, California, in 1976.",
-            "The book was written by Jane Austen.", "", "Long ago."]
+CONTEXTS = [
+    "Apple was founded in Cupertino, California, in 1976.",
+    "The book was written by Jane Austen.",
+    "",
+    "Long ago.",
+]
 TAGS = ["O", "B-person", "I-person", "B-location"]
 
 # Runs in a fresh interpreter: only tensorflow and tensorflow_text are imported; importing
@@ -53,14 +61,21 @@ json.dump(results, open(sys.argv[2], "w"))
 
 @pytest.fixture(scope="module")
 def preprocessor():
-    return BertPreprocessor(BertTokenizer.from_preset("bert_tiny_en_uncased"),
-                            sequence_length=LENGTH)
+    return BertPreprocessor(
+        BertTokenizer.from_preset("bert_tiny_en_uncased"), sequence_length=LENGTH
+    )
 
 
 def _encoder():
     keras.utils.set_random_seed(7)
-    return kbz.build_encoder(vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=32,
-                             intermediate_dim=64, max_sequence_length=64)
+    return kbz.build_encoder(
+        vocabulary_size=30522,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=64,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,21 +84,41 @@ def exported(preprocessor, tmp_path_factory):
     models = {
         "classifier": (kbz.build_classifier(_encoder(), num_classes=3), {"text": TEXTS}),
         "tagger": (kbz.build_tagger(_encoder(), num_tags=4), {"text": TEXTS}),
-        "question_answerer": (kbz.build_question_answerer(_encoder()),
-                              {"text": PAIRS, "text_pair": CONTEXTS}),
+        "question_answerer": (
+            kbz.build_question_answerer(_encoder()),
+            {"text": PAIRS, "text_pair": CONTEXTS},
+        ),
     }
     requests = {}
     for name, (model, text) in models.items():
-        path = export_saved_model(model, root / name / "1", preprocessor=preprocessor,
-                                  label_names=TAGS if name == "tagger" else None)
-        ids = preprocessor(TEXTS) if "text_pair" not in text else preprocessor(
-            (tf.constant(PAIRS), tf.constant(CONTEXTS)))
-        requests[name] = {"path": str(path), "text": text,
-                          "ids": {k: v.numpy().tolist() for k, v in ids.items()}}
+        path = export_saved_model(
+            model,
+            root / name / "1",
+            preprocessor=preprocessor,
+            label_names=TAGS if name == "tagger" else None,
+        )
+        ids = (
+            preprocessor(TEXTS)
+            if "text_pair" not in text
+            else preprocessor((tf.constant(PAIRS), tf.constant(CONTEXTS)))
+        )
+        requests[name] = {
+            "path": str(path),
+            "text": text,
+            "ids": {k: v.numpy().tolist() for k, v in ids.items()},
+        }
     (root / "requests.json").write_text(json.dumps(requests))
     (root / "loader.py").write_text(LOADER)
-    subprocess.run([sys.executable, str(root / "loader.py"), str(root / "requests.json"),
-                    str(root / "results.json")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(root / "loader.py"),
+            str(root / "requests.json"),
+            str(root / "results.json"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     results = json.loads((root / "results.json").read_text())
     return models, requests, results
 
@@ -125,7 +160,7 @@ def test_string_signature_tagger_word_tags(exported, preprocessor):
     out = results["tagger"]["text"]
     row = 3  # "Steve Jobs founded Apple in California ."
     words = TEXTS[row].split()
-    assert out["words"][row][:len(words)] == words
+    assert out["words"][row][: len(words)] == words
     position = 1
     for j, word in enumerate(words):
         assert out["word_tags"][row][j] == tags[row, position]
@@ -145,8 +180,9 @@ def _best_span(start_logits, end_logits, segment_ids, padding_mask, max_length=3
 def test_string_signature_question_answerer_span(exported, preprocessor):
     models, _, results = exported
     model = models["question_answerer"][0]
-    inputs = {k: v.numpy() for k, v in preprocessor((tf.constant(PAIRS),
-                                                      tf.constant(CONTEXTS))).items()}
+    inputs = {
+        k: v.numpy() for k, v in preprocessor((tf.constant(PAIRS), tf.constant(CONTEXTS))).items()
+    }
     logits = model(inputs)
     out = results["question_answerer"]["text"]
     for row, context in enumerate(CONTEXTS):
@@ -154,13 +190,17 @@ def test_string_signature_question_answerer_span(exported, preprocessor):
         if not context:
             assert (start, end, out["answer_text"][row]) == (-1, -1, "")
             continue
-        expected = _best_span(np.asarray(logits["start_logits"][row]),
-                              np.asarray(logits["end_logits"][row]),
-                              inputs["segment_ids"][row], inputs["padding_mask"][row])
+        expected = _best_span(
+            np.asarray(logits["start_logits"][row]),
+            np.asarray(logits["end_logits"][row]),
+            inputs["segment_ids"][row],
+            inputs["padding_mask"][row],
+        )
         assert (start, end) == expected
         first = int(np.argmax(inputs["segment_ids"][row]))  # first context token
         _, begins, ends = preprocessor.tokenizer.tokenize_with_offsets(
-            tf.constant([context]), unit="char")
+            tf.constant([context]), unit="char"
+        )
         begin, stop = begins[0][start - first].numpy(), ends[0][end - first].numpy()
         assert out["answer_text"][row] == context[begin:stop] != ""
 
@@ -168,10 +208,21 @@ def test_string_signature_question_answerer_span(exported, preprocessor):
 def test_saved_model_cli_lists_signatures(exported):
     _, requests, _ = exported
     shown = subprocess.run(
-        [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools "
-         "import saved_model_cli; sys.argv = ['saved_model_cli'] + sys.argv[1:]; "
-         "saved_model_cli.main()", "show", "--all", "--dir",
-         requests["classifier"]["path"]], check=True, capture_output=True, text=True).stdout
+        [
+            sys.executable,
+            "-c",
+            "import sys, tensorflow_text; from tensorflow.python.tools "
+            "import saved_model_cli; sys.argv = ['saved_model_cli'] + sys.argv[1:]; "
+            "saved_model_cli.main()",
+            "show",
+            "--all",
+            "--dir",
+            requests["classifier"]["path"],
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "signature_def['serving_default']" in shown
     assert "signature_def['serve_token_ids']" in shown
     assert "inputs['text'] tensor_info:\n        dtype: DT_STRING" in shown
@@ -181,11 +232,26 @@ def test_saved_model_cli_lists_signatures(exported):
 def test_saved_model_cli_runs_the_string_signature(exported):
     _, requests, results = exported
     ran = subprocess.run(
-        [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools "
-         "import saved_model_cli; sys.argv = ['saved_model_cli'] + sys.argv[1:]; "
-         "saved_model_cli.main()", "run", "--dir", requests["classifier"]["path"],
-         "--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs",
-         f"text={TEXTS[:2]!r}"], check=True, capture_output=True, text=True).stdout
+        [
+            sys.executable,
+            "-c",
+            "import sys, tensorflow_text; from tensorflow.python.tools "
+            "import saved_model_cli; sys.argv = ['saved_model_cli'] + sys.argv[1:]; "
+            "saved_model_cli.main()",
+            "run",
+            "--dir",
+            requests["classifier"]["path"],
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            "serving_default",
+            "--input_exprs",
+            f"text={TEXTS[:2]!r}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "Result for output key label:" in ran
     expected = results["classifier"]["text"]["label"][:2]
     assert f"[{expected[0]} {expected[1]}]" in ran
@@ -199,8 +265,9 @@ def test_no_python_only_ops(exported):
         proto = saved_model_pb2.SavedModel()
         proto.ParseFromString(open(f"{request['path']}/saved_model.pb", "rb").read())
         graph = proto.meta_graphs[0].graph_def
-        ops = {n.op for n in graph.node} | {n.op for f in graph.library.function
-                                            for n in f.node_def}
+        ops = {n.op for n in graph.node} | {
+            n.op for f in graph.library.function for n in f.node_def
+        }
         assert not ops & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
 
 
@@ -239,16 +306,14 @@ def test_kbz_export_cli_from_preset_and_keras_file(tmp_path, capsys):
     model = kbz.build_classifier(_encoder(), num_classes=2, label_names=["negative", "positive"])
     vocabulary = kbz.presets.load_preset_config("bert_tiny_en_uncased").vocabulary_path
     preset = kbz.save_preset(model, tmp_path / "preset", vocabulary=vocabulary, lowercase=True)
-    assert main(["export", str(preset), str(tmp_path / "a" / "1"), "--sequence-length",
-                 "16"]) == 0
+    assert main(["export", str(preset), str(tmp_path / "a" / "1"), "--sequence-length", "16"]) == 0
     loaded = tf.saved_model.load(str(tmp_path / "a" / "1"))
     out = loaded.signatures["serving_default"](text=tf.constant(["great", "awful"]))
     assert set(out["label_name"].numpy().astype(str)) <= {"negative", "positive"}
     model.save(tmp_path / "m.keras")
     assert main(["export", str(tmp_path / "m.keras"), str(tmp_path / "b" / "1")]) == 2
     assert "holds no vocabulary: pass --preset" in capsys.readouterr().err
-    assert main(["export", str(tmp_path / "m.keras"), str(tmp_path / "b" / "1"),
-                 "--ids-only"]) == 0
+    assert main(["export", str(tmp_path / "m.keras"), str(tmp_path / "b" / "1"), "--ids-only"]) == 0
     loaded = tf.saved_model.load(str(tmp_path / "b" / "1"))
     # Keras makes the only endpoint the default signature too: ids in, logits out
     assert set(loaded.signatures) == {"serve_token_ids", "serving_default"}

@@ -50,16 +50,19 @@ def test_bad_inputs_raise():
         metrics.entity_scores([["O", "O"]], [["O"]])
 
 
-@pytest.mark.parametrize("tags, entities", [
-    (["B-PER", "I-PER", "O", "B-LOC"], [("PER", 0, 2), ("LOC", 3, 4)]),
-    (["I-PER", "I-PER", "O"], [("PER", 0, 2)]),  # I- after O starts a chunk (IOB1 / lenient)
-    (["B-PER", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3)]),  # type change splits
-    (["B-PER", "B-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 3)]),
-    (["I-ORG", "B-ORG", "O"], [("ORG", 0, 1), ("ORG", 1, 2)]),  # IOB1 B- between same types
-    (["B-ORG", "E-ORG", "S-PER", "O"], [("ORG", 0, 2), ("PER", 2, 3)]),  # IOBES
-    (["B-creative-work", "I-creative-work"], [("creative-work", 0, 2)]),  # hyphenated type
-    (["O", "O"], []),
-])
+@pytest.mark.parametrize(
+    "tags, entities",
+    [
+        (["B-PER", "I-PER", "O", "B-LOC"], [("PER", 0, 2), ("LOC", 3, 4)]),
+        (["I-PER", "I-PER", "O"], [("PER", 0, 2)]),  # I- after O starts a chunk (IOB1 / lenient)
+        (["B-PER", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3)]),  # type change splits
+        (["B-PER", "B-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 3)]),
+        (["I-ORG", "B-ORG", "O"], [("ORG", 0, 1), ("ORG", 1, 2)]),  # IOB1 B- between same types
+        (["B-ORG", "E-ORG", "S-PER", "O"], [("ORG", 0, 2), ("PER", 2, 3)]),  # IOBES
+        (["B-creative-work", "I-creative-work"], [("creative-work", 0, 2)]),  # hyphenated type
+        (["O", "O"], []),
+    ],
+)
 def test_get_entities(tags, entities):
     assert metrics.get_entities(tags) == entities
 
@@ -77,14 +80,18 @@ def test_entity_scores_known_values():
 
 
 def _random_tags(rng, count, tags):
-    return [[tags[i] for i in rng.integers(0, len(tags), rng.integers(1, 12))]
-            for _ in range(count)]
+    return [
+        [tags[i] for i in rng.integers(0, len(tags), rng.integers(1, 12))] for _ in range(count)
+    ]
 
 
-@pytest.mark.parametrize("tag_set", [
-    ["O", "B-A", "I-A", "B-B", "I-B"],
-    ["O", "B-A", "I-A", "E-A", "S-A", "B-B", "I-B", "E-B", "S-B"],
-])
+@pytest.mark.parametrize(
+    "tag_set",
+    [
+        ["O", "B-A", "I-A", "B-B", "I-B"],
+        ["O", "B-A", "I-A", "E-A", "S-A", "B-B", "I-B", "E-B", "S-B"],
+    ],
+)
 def test_entity_scores_match_seqeval(tag_set):
     seqeval_metrics = pytest.importorskip("seqeval.metrics")
     rng = np.random.default_rng(0)
@@ -118,19 +125,25 @@ def test_classification_metrics_match_sklearn():
     for _ in range(20):
         y_true, y_pred = rng.integers(0, 3, 30), rng.integers(0, 3, 30)
         assert metrics.f1_score(y_true, y_pred, average="macro") == pytest.approx(
-            sk.f1_score(y_true, y_pred, average="macro"))
+            sk.f1_score(y_true, y_pred, average="macro")
+        )
         assert metrics.f1_score(y_true, y_pred) == pytest.approx(
-            sk.f1_score(y_true, y_pred, labels=[1], average="macro"))
+            sk.f1_score(y_true, y_pred, labels=[1], average="macro")
+        )
         assert metrics.matthews_corrcoef(y_true, y_pred) == pytest.approx(
-            sk.matthews_corrcoef(y_true, y_pred))
+            sk.matthews_corrcoef(y_true, y_pred)
+        )
 
 
-@pytest.mark.parametrize("text, normalized", [
-    ("The Denver Broncos!", "denver broncos"),
-    ("  an   apple, a pear ", "apple pear"),
-    ("Theatre", "theatre"),  # articles only as whole words
-    ("U.S. $5.5 billion", "us 55 billion"),
-])
+@pytest.mark.parametrize(
+    "text, normalized",
+    [
+        ("The Denver Broncos!", "denver broncos"),
+        ("  an   apple, a pear ", "apple pear"),
+        ("Theatre", "theatre"),  # articles only as whole words
+        ("U.S. $5.5 billion", "us 55 billion"),
+    ],
+)
 def test_normalize_answer(text, normalized):
     assert metrics.normalize_answer(text) == normalized
 

@@ -14,9 +14,13 @@ from conftest import random_inputs
 import keras_bert_zoo as kbz
 from keras_bert_zoo.training import create_optimizer
 
-TASKS = [("classifier", {"num_classes": 3}), ("tagger", {"num_tags": 5}),
-         ("question_answerer", {}), ("pretrainer", {"max_predictions": 4}),
-         ("encoder", {})]
+TASKS = [
+    ("classifier", {"num_classes": 3}),
+    ("tagger", {"num_tags": 5}),
+    ("question_answerer", {}),
+    ("pretrainer", {"max_predictions": 4}),
+    ("encoder", {}),
+]
 
 
 def _inputs(task):
@@ -31,15 +35,21 @@ def saved(tmp_path_factory, tiny_architecture_module):
     keras.utils.set_random_seed(5)
     encoder = kbz.build_encoder(**tiny_architecture_module)
     vocabulary = ["[PAD]"] + [f"t{i}" for i in range(999)]
-    return {task: kbz.save_preset(kbz.tasks.build_task(task, encoder, **kwargs),
-                                  tmp_path_factory.mktemp(task) / "p", vocabulary=vocabulary,
-                                  lowercase=True)
-            for task, kwargs in TASKS}
+    return {
+        task: kbz.save_preset(
+            kbz.tasks.build_task(task, encoder, **kwargs),
+            tmp_path_factory.mktemp(task) / "p",
+            vocabulary=vocabulary,
+            lowercase=True,
+        )
+        for task, kwargs in TASKS
+    }
 
 
 @pytest.fixture(scope="module")
 def tiny_architecture_module():
     from conftest import TINY
+
     return dict(TINY)
 
 
@@ -48,8 +58,9 @@ def test_mixed_bfloat16_close_to_float32(saved, task, kwargs):
     x = _inputs(task)
     full = kbz.from_preset(str(saved[task]), task=task)
     mixed = kbz.from_preset(str(saved[task]), task=task, dtype="mixed_bfloat16")
-    for reference, value in zip(keras.tree.flatten(full(x)), keras.tree.flatten(mixed(x)),
-                                strict=True):
+    for reference, value in zip(
+        keras.tree.flatten(full(x)), keras.tree.flatten(mixed(x)), strict=True
+    ):
         reference = np.asarray(reference, np.float32)
         value = np.asarray(value, np.float32)
         if task == "question_answerer":  # padded positions hold the -1e9 mask bias

@@ -36,7 +36,7 @@ def original_bert_packing(a, b, sequence_length, cls=101, sep=102):
     """Google BERT's run_classifier.convert_single_example, with truncate_seq_pair."""
     a, b = list(a), None if b is None else list(b)
     if b is None:
-        a = a[:sequence_length - 2]
+        a = a[: sequence_length - 2]
     else:
         while len(a) + len(b) > sequence_length - 3:
             (a if len(a) > len(b) else b).pop()
@@ -55,10 +55,14 @@ def test_single_segment_and_empty_string():
     assert set(outputs) == set(KEYS)
     for key in KEYS:
         assert outputs[key].dtype == tf.int32 and outputs[key].shape == (3, 8)
-    np.testing.assert_array_equal(outputs["token_ids"], [
-        [101, 1037, 6251, 102, 0, 0, 0, 0],
-        [101, 102, 0, 0, 0, 0, 0, 0],  # empty string: [CLS] [SEP]
-        [101, 1060, 1060, 1060, 1060, 1060, 1060, 102]])
+    np.testing.assert_array_equal(
+        outputs["token_ids"],
+        [
+            [101, 1037, 6251, 102, 0, 0, 0, 0],
+            [101, 102, 0, 0, 0, 0, 0, 0],  # empty string: [CLS] [SEP]
+            [101, 1060, 1060, 1060, 1060, 1060, 1060, 102],
+        ],
+    )
     np.testing.assert_array_equal(outputs["padding_mask"][1], [1, 1, 0, 0, 0, 0, 0, 0])
     np.testing.assert_array_equal(outputs["segment_ids"], np.zeros([3, 8]))
 
@@ -76,31 +80,42 @@ def test_truncation_equals_original_truncate_seq_pair(sequence_length):
 
 
 def test_truncation_keeps_what_keras_hub_multi_segment_packer_keeps():
-    packer = keras_hub.layers.MultiSegmentPacker(sequence_length=9, start_value=101,
-                                                 end_value=102, pad_value=0)
+    packer = keras_hub.layers.MultiSegmentPacker(
+        sequence_length=9, start_value=101, end_value=102, pad_value=0
+    )
     lengths = [(i, j) for i in range(10) for j in range(10)]
     a = tf.ragged.constant([[7] * i for i, _ in lengths], dtype=tf.int32)
     b = tf.ragged.constant([[8] * j for _, j in lengths], dtype=tf.int32)
     expected_ids, expected_segments = tf.function(packer)((a, b))
-    outputs = preprocessor(9)((tf.constant([" ".join(["a"] * i) for i, _ in lengths]),
-                               tf.constant([" ".join(["b"] * j) for _, j in lengths])))
+    outputs = preprocessor(9)(
+        (
+            tf.constant([" ".join(["a"] * i) for i, _ in lengths]),
+            tf.constant([" ".join(["b"] * j) for _, j in lengths]),
+        )
+    )
     ids = outputs["token_ids"].numpy()
-    np.testing.assert_array_equal(np.where(ids == 1037, 7, np.where(ids == 1038, 8, ids)),
-                                  expected_ids)
+    np.testing.assert_array_equal(
+        np.where(ids == 1037, 7, np.where(ids == 1038, 8, ids)), expected_ids
+    )
     np.testing.assert_array_equal(outputs["segment_ids"], expected_segments)
 
 
 def test_pairs_equal_tokenizers_longest_first_on_squad():
     squad = json.loads((ROOT / "tests/data/squad_v1.1_dev_subset.json").read_text())
-    pairs = [(qa["question"], paragraph["context"]) for article in squad["data"]
-             for paragraph in article["paragraphs"][:3] for qa in paragraph["qas"][:3]]
+    pairs = [
+        (qa["question"], paragraph["context"])
+        for article in squad["data"]
+        for paragraph in article["paragraphs"][:3]
+        for qa in paragraph["qas"][:3]
+    ]
     reference = BertWordPieceTokenizer(UNCASED, lowercase=True)
     reference.post_processor = BertProcessing(("[SEP]", 102), ("[CLS]", 101))
     reference.enable_truncation(64, strategy="longest_first")
     reference.enable_padding(length=64)
     expected = reference.encode_batch(pairs)
-    outputs = preprocessor(64)((tf.constant([q for q, _ in pairs]),
-                                tf.constant([c for _, c in pairs])))
+    outputs = preprocessor(64)(
+        (tf.constant([q for q, _ in pairs]), tf.constant([c for _, c in pairs]))
+    )
     np.testing.assert_array_equal(outputs["token_ids"], [e.ids for e in expected])
     np.testing.assert_array_equal(outputs["segment_ids"], [e.type_ids for e in expected])
     np.testing.assert_array_equal(outputs["padding_mask"], [e.attention_mask for e in expected])
@@ -108,8 +123,7 @@ def test_pairs_equal_tokenizers_longest_first_on_squad():
 
 @hypothesis.settings(max_examples=60, deadline=None)
 @hypothesis.given(
-    texts=st.lists(st.tuples(st.text(max_size=40), st.text(max_size=40)), min_size=0,
-                   max_size=5),
+    texts=st.lists(st.tuples(st.text(max_size=40), st.text(max_size=40)), min_size=0, max_size=5),
     pair=st.booleans(),
     sequence_length=st.sampled_from([3, 4, 7, 16]),
 )
@@ -235,4 +249,5 @@ def test_saved_model_export_uses_servable_ops(tmp_path):
     ops |= {node.op for function in graph.library.function for node in function.node_def}
     assert "PyFunc" not in ops and "EagerPyFunc" not in ops
     assert {op for op in ops if op.startswith("TFText") or "Wordpiece" in op} == {
-        "FastWordpieceTokenizeWithOffsets"}
+        "FastWordpieceTokenizeWithOffsets"
+    }

@@ -44,28 +44,33 @@ def test_every_preset_builds_with_exact_parameter_count(name):
     keras.backend.clear_session()
     encoder = kbz.from_preset(name, load_weights=False)
     assert encoder.count_params() == EXPECTED_PARAMETERS[name]
-    assert kbz.architecture.parameter_count(load_preset_config(name).architecture) == \
-        EXPECTED_PARAMETERS[name]
+    assert (
+        kbz.architecture.parameter_count(load_preset_config(name).architecture)
+        == EXPECTED_PARAMETERS[name]
+    )
     config = load_preset_config(name)
     assert config.lowercase == LOWERCASE.get(name, True)
     with open(config.vocabulary_path, encoding="utf-8") as handle:
         vocabulary = handle.read().split("\n")[:-1]  # not splitlines: tokens hold U+2028 etc.
     assert len(vocabulary) == config.architecture["vocabulary_size"]
-    assert vocabulary[0] == "[PAD]" and vocabulary[100:104] == ["[UNK]", "[CLS]", "[SEP]",
-                                                                "[MASK]"]
+    assert vocabulary[0] == "[PAD]" and vocabulary[100:104] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     keras.backend.clear_session()
 
 
 def test_unknown_preset_lists_close_matches():
-    with pytest.raises(ValueError, match=r"Unknown preset 'bert_base_uncased'.*Did you mean"
-                                         r".*'bert_base_en_uncased'"):
+    with pytest.raises(
+        ValueError,
+        match=r"Unknown preset 'bert_base_uncased'.*Did you mean"
+        r".*'bert_base_en_uncased'",
+    ):
         kbz.from_preset("bert_base_uncased", load_weights=False)
 
 
 def test_named_preset_without_weights_says_how_to_get_them(tmp_path, monkeypatch):
     monkeypatch.setenv("KBZ_CACHE_DIR", str(tmp_path))
-    with pytest.raises(ValueError, match="not available on this machine.*load_weights=False"
-                                         ".*kbz convert"):
+    with pytest.raises(
+        ValueError, match="not available on this machine.*load_weights=False.*kbz convert"
+    ):
         kbz.from_preset("bert_tiny_en_uncased")
 
 
@@ -79,15 +84,18 @@ def saved_tiny(tiny_architecture, tmp_path):
     keras.utils.set_random_seed(2)
     encoder = kbz.build_encoder(**tiny_architecture)
     vocabulary = ["[PAD]"] + [f"tok{i}" for i in range(1, 1000)]
-    directory = kbz.save_preset(encoder, tmp_path / "tiny", vocabulary=vocabulary,
-                                lowercase=True)
+    directory = kbz.save_preset(encoder, tmp_path / "tiny", vocabulary=vocabulary, lowercase=True)
     return encoder, directory
 
 
 def test_save_preset_round_trip(saved_tiny):
     encoder, directory = saved_tiny
     assert sorted(p.name for p in directory.iterdir()) == [
-        "SHA256SUMS", "model.weights.safetensors", "preset.json", "vocab.txt"]
+        "SHA256SUMS",
+        "model.weights.safetensors",
+        "preset.json",
+        "vocab.txt",
+    ]
     restored = kbz.from_preset(str(directory))
     inputs = random_inputs()
     for key in ("sequence_output", "pooled_output"):
@@ -122,8 +130,9 @@ def test_weights_are_hashed_once_when_read_not_on_every_config_read(saved_tiny, 
     hashed = []
     real = checksums.sha256_file
     for module in (checksums, preset_format):
-        monkeypatch.setattr(module, "sha256_file", lambda path: hashed.append(
-            Path(path).name) or real(path))
+        monkeypatch.setattr(
+            module, "sha256_file", lambda path: hashed.append(Path(path).name) or real(path)
+        )
     for _ in range(3):
         kbz.presets.load_preset_config(directory)
     assert "model.weights.safetensors" not in hashed  # config reads: preset.json and vocab
@@ -145,9 +154,11 @@ def test_tampered_weights_fail_their_checksum_when_loaded(saved_tiny):
 
 def test_architecture_arguments_are_build_encoders_signature():
     parameters = inspect.signature(kbz.build_encoder).parameters
-    expected = {name: (ARCHITECTURE_REQUIRED if p.default is inspect.Parameter.empty
-                       else p.default) for name, p in parameters.items()
-                if name not in ("dtype", "name")}
+    expected = {
+        name: (ARCHITECTURE_REQUIRED if p.default is inspect.Parameter.empty else p.default)
+        for name, p in parameters.items()
+        if name not in ("dtype", "name")
+    }
     assert kbz.architecture.ARGUMENTS == expected
 
 
@@ -172,8 +183,12 @@ def test_weights_that_do_not_fit_are_a_clear_error(saved_tiny):
     data["architecture"]["intermediate_dim"] = 128
     data["num_parameters"] = None
     _rewrite_preset(directory, **data)
-    with pytest.raises(ValueError, match=re.escape("do not fit this architecture (shape "
-                                                   "mismatch: transformer_layer_0/intermediate")):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "do not fit this architecture (shape mismatch: transformer_layer_0/intermediate"
+        ),
+    ):
         kbz.from_preset(str(directory))
 
 
@@ -190,8 +205,9 @@ def test_vocabulary_size_must_match_architecture(saved_tiny):
     _, directory = saved_tiny
     (directory / "vocab.txt").write_text("[PAD]\n[UNK]\n")
     kbz.presets.write_checksums(directory)
-    with pytest.raises(ValueError, match="has 2 tokens but the architecture's vocabulary_size "
-                                         "is 1000"):
+    with pytest.raises(
+        ValueError, match="has 2 tokens but the architecture's vocabulary_size is 1000"
+    ):
         kbz.from_preset(str(directory))
 
 

@@ -24,8 +24,15 @@ VOCAB = builtin_presets_dir() / "vocab" / "uncased.txt"
 TOKENS = load_vocabulary(VOCAB)
 PAD, CLS, SEP, MASK = (TOKENS.index(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
 L, P = 64, 20
-FLAGS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-         "masked_lm_weights", "next_sentence_labels")
+FLAGS = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,21 +43,29 @@ def hf_tokenize():
 
 
 def generate(directory, tokenize, name="out", shards=2, **kwargs) -> dict:
-    options = dict(vocab_file=VOCAB, max_seq_length=L, max_predictions_per_seq=P,
-                   dupe_factor=10, random_seed=7, num_workers=1, tokenize_lines=tokenize)
+    options = dict(
+        vocab_file=VOCAB,
+        max_seq_length=L,
+        max_predictions_per_seq=P,
+        dupe_factor=10,
+        random_seed=7,
+        num_workers=1,
+        tokenize_lines=tokenize,
+    )
     options.update(kwargs)
-    create.create_pretraining_data(options.pop("input_file", SENTENCES),
-                                  f"{directory}/{name}@{shards}", **options)
-    return read_records(f"{directory}/{name}-*", options["max_seq_length"],
-                        options["max_predictions_per_seq"])
+    create.create_pretraining_data(
+        options.pop("input_file", SENTENCES), f"{directory}/{name}@{shards}", **options
+    )
+    return read_records(
+        f"{directory}/{name}-*", options["max_seq_length"], options["max_predictions_per_seq"]
+    )
 
 
 def read_records(pattern, max_seq_length=L, max_predictions=P) -> dict:
     """All records as NumPy arrays, plus `originals`: input_ids before masking."""
     spec = records.feature_spec(max_seq_length, max_predictions)
     files = sorted(glob.glob(str(pattern)))
-    batches = [tf.io.parse_example(b, spec)
-               for b in tf.data.TFRecordDataset(files).batch(1 << 16)]
+    batches = [tf.io.parse_example(b, spec) for b in tf.data.TFRecordDataset(files).batch(1 << 16)]
     out = {k: np.concatenate([b[k].numpy() for b in batches]) for k in spec}
     originals = out["input_ids"].copy()
     rows, slots = np.nonzero(out["masked_lm_weights"])
@@ -83,8 +98,11 @@ def words(originals_row, positions) -> list:
     """Whole words (a start piece plus following ## pieces) among `positions`."""
     groups = []
     for position in positions:
-        if groups and TOKENS[originals_row[position]].startswith("##") \
-                and groups[-1][-1] == position - 1:
+        if (
+            groups
+            and TOKENS[originals_row[position]].startswith("##")
+            and groups[-1][-1] == position - 1
+        ):
             groups[-1].append(position)
         else:
             groups.append([position])
@@ -92,6 +110,7 @@ def words(originals_row, positions) -> list:
 
 
 # --- schema and round trip ---------------------------------------------------------------
+
 
 def test_records_use_the_original_feature_names_and_types(plain):
     record = next(iter(tf.data.TFRecordDataset(plain["files"][0]))).numpy()
@@ -118,8 +137,9 @@ def _google_style_record(rng) -> bytes:
         "segment_ids": ints([0] * 22 + [1] * 18 + [0] * (L - length)),
         "masked_lm_positions": ints(positions + [0] * (P - predictions)),
         "masked_lm_ids": ints([int(ids[p]) for p in positions] + [0] * (P - predictions)),
-        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
-            value=[1.0] * predictions + [0.0] * (P - predictions))),
+        "masked_lm_weights": tf.train.Feature(
+            float_list=tf.train.FloatList(value=[1.0] * predictions + [0.0] * (P - predictions))
+        ),
         "next_sentence_labels": ints([1]),
     }
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
@@ -131,8 +151,9 @@ def test_pretraining_dataset_reads_google_records_into_model_inputs(tmp_path):
     with tf.io.TFRecordWriter(str(tmp_path / "google.tfrecord")) as writer:
         for record in serialized:
             writer.write(record)
-    dataset = datasets.pretraining_dataset(str(tmp_path / "*.tfrecord"), 4, L, P,
-                                          shuffle=False, repeat=False)
+    dataset = datasets.pretraining_dataset(
+        str(tmp_path / "*.tfrecord"), 4, L, P, shuffle=False, repeat=False
+    )
     batches = list(dataset)
     assert len(batches) == 2  # 10 records, batches of 4, remainder dropped
     x, y, weights = batches[0]
@@ -152,14 +173,17 @@ def test_pretraining_dataset_shuffles_repeats_and_batches(plain):
     pattern = str(Path(plain["files"][0]).parent / "out-*")
     dataset = datasets.pretraining_dataset(pattern, 32, L, P, seed=3)
     first = [b[0]["token_ids"].numpy() for b in dataset.take(3)]
-    again = [b[0]["token_ids"].numpy() for b in datasets.pretraining_dataset(
-        pattern, 32, L, P, seed=3).take(3)]
+    again = [
+        b[0]["token_ids"].numpy()
+        for b in datasets.pretraining_dataset(pattern, 32, L, P, seed=3).take(3)
+    ]
     np.testing.assert_array_equal(np.stack(first), np.stack(again))
     total = sum(1 for _ in datasets.pretraining_dataset(pattern, 32, L, P, repeat=False))
     assert total == len(plain["input_ids"]) // 32 or total == len(plain["input_ids"]) // 32 - 1
 
 
 # --- statistics ------------------------------------------------------------------------
+
 
 def test_fifteen_percent_of_maskable_tokens_are_selected(plain):
     maskable = plain["input_mask"].sum(axis=1) - 3  # all but [CLS] and two [SEP]
@@ -168,8 +192,7 @@ def test_fifteen_percent_of_maskable_tokens_are_selected(plain):
     assert abs(rate - 0.15) < 0.01, rate
     expected = np.minimum(P, np.maximum(1, np.round(maskable * 0.15).astype(int)))
     assert np.mean(counts == expected) > 0.999  # banker's vs half-up rounding aside
-    logging.getLogger(__name__).info("selection rate %.4f over %d positions", rate,
-                                     counts.sum())
+    logging.getLogger(__name__).info("selection rate %.4f over %d positions", rate, counts.sum())
 
 
 def test_selected_positions_are_never_special_or_padding(plain):
@@ -207,13 +230,17 @@ def test_next_sentence_labels_are_balanced_and_correct(plain, hf_tokenize):
     labels = plain["next_sentence_labels"][:, 0]
     assert abs(labels.mean() - 0.5) < 0.03, labels.mean()
     documents = ptext.documents_from_lines(SENTENCES.read_text().split("\n"))
-    streams = [np.concatenate([np.asarray(ids, np.int32) for ids in hf_tokenize(
-        [s for _, s in d])]).tobytes() for d in documents]
+    streams = [
+        np.concatenate(
+            [np.asarray(ids, np.int32) for ids in hf_tokenize([s for _, s in d])]
+        ).tobytes()
+        for d in documents
+    ]
     checked = 0
     for row in np.flatnonzero(plain["input_mask"].sum(axis=1) < L):  # not truncated
-        tokens = plain["originals"][row, :plain["input_mask"][row].sum()].astype(np.int32)
+        tokens = plain["originals"][row, : plain["input_mask"][row].sum()].astype(np.int32)
         a_end = int(np.flatnonzero(tokens == SEP)[0])
-        a, b = tokens[1:a_end], tokens[a_end + 1:-1]
+        a, b = tokens[1:a_end], tokens[a_end + 1 : -1]
         with_a = {i for i, s in enumerate(streams) if a.tobytes() in s}
         with_b = {i for i, s in enumerate(streams) if b.tobytes() in s}
         joined = any(np.concatenate([a, b]).tobytes() in s for s in streams)
@@ -230,8 +257,11 @@ def test_whole_word_masking_never_masks_part_of_a_word(whole_word, plain):
         for row in range(len(r["input_ids"])):
             n = selected(r)[row]
             chosen = set(r["masked_lm_positions"][row, :n].tolist())
-            candidates = [i for i in range(1, r["input_mask"][row].sum())
-                          if r["originals"][row, i] not in (CLS, SEP)]
+            candidates = [
+                i
+                for i in range(1, r["input_mask"][row].sum())
+                if r["originals"][row, i] not in (CLS, SEP)
+            ]
             for word in words(r["originals"][row], candidates):
                 partial += 0 < len(chosen.intersection(word)) < len(word)
         return partial
@@ -259,6 +289,7 @@ def test_generation_is_deterministic_for_a_seed(tmp_path, hf_tokenize):
 
 # --- text input ------------------------------------------------------------------------
 
+
 def test_raw_text_is_split_into_sentences_and_documents(tmp_path, hf_tokenize):
     lines = RAW.read_bytes().decode("utf-8").split("\n")
     documents = ptext.documents_from_lines(lines, "raw")
@@ -266,8 +297,9 @@ def test_raw_text_is_split_into_sentences_and_documents(tmp_path, hf_tokenize):
     sentences = [s for d in documents for _, s in d]
     assert sentences[0] == "To Sherlock Holmes she is always THE woman."
     assert not any("\r" in s for s in sentences)
-    assert ptext.split_sentences("It was Mr. Holmes. H. americanus lives. Yes! 'No?' she said.") \
-        == ["It was Mr. Holmes.", "H. americanus lives.", "Yes!", "'No?' she said."]
+    assert ptext.split_sentences(
+        "It was Mr. Holmes. H. americanus lives. Yes! 'No?' she said."
+    ) == ["It was Mr. Holmes.", "H. americanus lives.", "Yes!", "'No?' she said."]
     assert ptext.split_sentences("他来了。我走了！好") == ["他来了。", "我走了！", "好"]
     r = generate(tmp_path, hf_tokenize, input_file=RAW, input_format="raw", dupe_factor=3)
     assert len(r["input_ids"]) > 50
@@ -284,6 +316,7 @@ def test_vocabulary_is_split_on_newlines_only(tmp_path):
 
 
 # --- bad input -------------------------------------------------------------------------
+
 
 def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
@@ -317,8 +350,10 @@ def test_lines_longer_than_max_seq_length(tmp_path, hf_tokenize, caplog):
         r = generate(tmp_path, hf_tokenize, input_file=mixed, dupe_factor=1)
     assert "1 line(s) longer than max_seq_length=64 will be truncated" in caplog.text
     assert r["input_mask"].sum(axis=1).max() <= L
-    paragraphs = write(tmp_path / "paragraphs.txt", "\n".join([long_line] * 5) + "\n\n" +
-                       "\n".join([long_line] * 5))
+    paragraphs = write(
+        tmp_path / "paragraphs.txt",
+        "\n".join([long_line] * 5) + "\n\n" + "\n".join([long_line] * 5),
+    )
     with pytest.raises(ValueError, match="paragraphs.txt: 10 of 10 lines .*--input_format raw"):
         generate(tmp_path, hf_tokenize, input_file=paragraphs)
 
@@ -392,6 +427,7 @@ def test_bad_flags_and_paths(tmp_path, hf_tokenize):
 
 # --- command line ----------------------------------------------------------------------
 
+
 def parse(*argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     cli.add_create_pretraining_data_arguments(parser)
@@ -400,12 +436,18 @@ def parse(*argv) -> argparse.Namespace:
 
 def test_flags_keep_the_original_names_and_meaning():
     args = parse("--input_file=a.txt", "--output_file=b", "--vocab_file=v.txt")
-    assert (args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
-            args.dupe_factor, args.short_seq_prob, args.random_seed) == (128, 20, 0.15, 10,
-                                                                         0.1, 12345)
+    assert (
+        args.max_seq_length,
+        args.max_predictions_per_seq,
+        args.masked_lm_prob,
+        args.dupe_factor,
+        args.short_seq_prob,
+        args.random_seed,
+    ) == (128, 20, 0.15, 10, 0.1, 12345)
     assert args.do_lower_case is None and not args.do_whole_word_mask
-    args = parse("--input_file=a", "--output_file=b", "--do_lower_case=false",
-                 "--do_whole_word_mask")
+    args = parse(
+        "--input_file=a", "--output_file=b", "--do_lower_case=false", "--do_whole_word_mask"
+    )
     assert args.do_lower_case is False and args.do_whole_word_mask is True
     assert parse("--input_file=a", "--output_file=b", "--nodo_lower_case").do_lower_case is False
     kebab = parse("--input-file=a", "--output-file=b", "--max-seq-length=64")
@@ -413,15 +455,31 @@ def test_flags_keep_the_original_names_and_meaning():
 
 
 def test_command_line_run_matches_the_reference_tokenizer(tmp_path, hf_tokenize, capsys):
-    flags = ("--input_file", str(SENTENCES), "--preset", "bert_tiny_en_uncased",
-             "--max_seq_length", "64", "--dupe_factor", "1", "--random_seed", "5")
-    assert cli.main(["create-pretraining-data", *flags, "--output_file",
-                     f"{tmp_path}/cli@2"]) == 0
+    flags = (
+        "--input_file",
+        str(SENTENCES),
+        "--preset",
+        "bert_tiny_en_uncased",
+        "--max_seq_length",
+        "64",
+        "--dupe_factor",
+        "1",
+        "--random_seed",
+        "5",
+    )
+    assert cli.main(["create-pretraining-data", *flags, "--output_file", f"{tmp_path}/cli@2"]) == 0
     assert "instances" in capsys.readouterr().out
-    generate(tmp_path, hf_tokenize, name="reference", dupe_factor=1, random_seed=5,
-             max_predictions_per_seq=20)
-    for ours, reference in zip(sorted(tmp_path.glob("cli-*")),
-                                     sorted(tmp_path.glob("ref*")), strict=True):
+    generate(
+        tmp_path,
+        hf_tokenize,
+        name="reference",
+        dupe_factor=1,
+        random_seed=5,
+        max_predictions_per_seq=20,
+    )
+    for ours, reference in zip(
+        sorted(tmp_path.glob("cli-*")), sorted(tmp_path.glob("ref*")), strict=True
+    ):
         assert ours.read_bytes() == reference.read_bytes()  # kbz tokenizer == WordPiece ref.
     blocker = write(tmp_path / "file", "x")
     status = cli.main(["create-pretraining-data", *flags, "--output_file", f"{blocker}/o"])
@@ -430,18 +488,24 @@ def test_command_line_run_matches_the_reference_tokenizer(tmp_path, hf_tokenize,
 
 # --- dynamic masking -------------------------------------------------------------------
 
+
 def test_dynamic_masking_has_the_same_statistics_and_fresh_masks(hf_tokenize):
-    dataset = datasets.dynamic_masking_dataset(str(SENTENCES), hf_tokenize, VOCAB, 32,
-                                              max_seq_length=L, seed=11, repeat=False)
+    dataset = datasets.dynamic_masking_dataset(
+        str(SENTENCES), hf_tokenize, VOCAB, 32, max_seq_length=L, seed=11, repeat=False
+    )
     epochs = [list(dataset) for _ in range(4)]
     x, y, weights = epochs[0][0]
     assert x["token_ids"].shape == (32, L) and y["mlm_logits"].shape == (32, P)
     assert all(v.dtype == tf.int32 for v in [*x.values(), *y.values()])
     stack = lambda part, k: np.concatenate(  # noqa: E731
-        [b[part][k].numpy() for epoch in epochs for b in epoch])
+        [b[part][k].numpy() for epoch in epochs for b in epoch]
+    )
     ids, mask = stack(0, "token_ids"), stack(0, "padding_mask")
-    positions, labels, chosen = stack(0, "mask_positions"), stack(1, "mlm_logits"), \
-        stack(2, "mlm_logits") > 0
+    positions, labels, chosen = (
+        stack(0, "mask_positions"),
+        stack(1, "mlm_logits"),
+        stack(2, "mlm_logits") > 0,
+    )
     assert len(ids) > 800
     assert abs(chosen.sum() / (mask.sum() - 3 * len(ids)) - 0.15) < 0.01
     now, before = np.take_along_axis(ids, positions, axis=1)[chosen], labels[chosen]
@@ -449,8 +513,9 @@ def test_dynamic_masking_has_the_same_statistics_and_fresh_masks(hf_tokenize):
     assert abs(stack(1, "nsp_logits").mean() - 0.5) < 0.05
     # Each pass makes new pairs and masks; the same seed gives the same passes.
     assert not np.array_equal(epochs[1][0][0]["token_ids"], x["token_ids"])
-    again = datasets.dynamic_masking_dataset(str(SENTENCES), hf_tokenize, VOCAB, 32,
-                                            max_seq_length=L, seed=11, repeat=False)
+    again = datasets.dynamic_masking_dataset(
+        str(SENTENCES), hf_tokenize, VOCAB, 32, max_seq_length=L, seed=11, repeat=False
+    )
     np.testing.assert_array_equal(next(iter(again))[0]["token_ids"], x["token_ids"])
 
 
@@ -459,8 +524,15 @@ def test_dynamic_masking_from_a_dataset_of_lines_with_the_tf_tokenizer():
 
     lines = tf.data.TextLineDataset(str(SENTENCES))
     dataset = datasets.dynamic_masking_dataset(
-        lines, BertTokenizer(vocabulary=str(VOCAB), lowercase=True), TOKENS, 8,
-        max_seq_length=32, max_predictions_per_seq=5, do_whole_word_mask=True, seed=1)
+        lines,
+        BertTokenizer(vocabulary=str(VOCAB), lowercase=True),
+        TOKENS,
+        8,
+        max_seq_length=32,
+        max_predictions_per_seq=5,
+        do_whole_word_mask=True,
+        seed=1,
+    )
     x, y, weights = next(iter(dataset))
     assert x["token_ids"].shape == (8, 32) and x["mask_positions"].shape == (8, 5)
     assert np.all(x["token_ids"][:, 0] == CLS)

@@ -45,8 +45,9 @@ def test_label_vocabulary_sorted_numerically_and_from_train(tmp_path):
     assert train.label_names == ["2", "10"] and train.labels.tolist() == [1, 0, 0]
     names = data.read_glue_tsv(write(tmp_path, "n.tsv", "sentence\tlabel\na\tpos\nb\tneg\n"))
     assert names.label_names == ["neg", "pos"]
-    dev = data.read_glue_tsv(write(tmp_path, "d.tsv", "sentence\tlabel\nx\tneg\n"),
-                             label_names=names.label_names)
+    dev = data.read_glue_tsv(
+        write(tmp_path, "d.tsv", "sentence\tlabel\nx\tneg\n"), label_names=names.label_names
+    )
     assert dev.labels.tolist() == [0] and dev.label_names == ["neg", "pos"]
 
 
@@ -68,13 +69,16 @@ def _assert_names_file_and_line(reader, path, line, expected):
         assert f"line {line}:" in str(error.value)
 
 
-@pytest.mark.parametrize("text, line, expected", [
-    ("sentence\tlabel\nok\t1\nbad row\n", 3, "has 1 TAB-separated columns, expected 2"),
-    ("sentence\tlabel\nok\t1\nx\t\n", 3, "empty label"),
-    ("sentence\tlabel\n", None, "no examples"),
-    ("", None, "is empty"),
-    ("\n \n", None, "is empty"),
-])
+@pytest.mark.parametrize(
+    "text, line, expected",
+    [
+        ("sentence\tlabel\nok\t1\nbad row\n", 3, "has 1 TAB-separated columns, expected 2"),
+        ("sentence\tlabel\nok\t1\nx\t\n", 3, "empty label"),
+        ("sentence\tlabel\n", None, "no examples"),
+        ("", None, "is empty"),
+        ("\n \n", None, "is empty"),
+    ],
+)
 def test_bad_tsv(tmp_path, text, line, expected):
     path = write(tmp_path, "bad.tsv", text)
     _assert_names_file_and_line(data.read_glue_tsv, path, line, expected)
@@ -94,35 +98,43 @@ def test_wnut17_subset_lone_tab_separators():
     assert first.words[14:17] == ["Empire", "State", "Building"]
     assert first.tags[14:17] == ["B-location", "I-location", "I-location"]
     assert train.sentences[1].line == len(first.words) + 2
-    assert train.tag_names[0] == "O" and train.tag_names[1:3] == ["B-corporation",
-                                                                  "I-corporation"]
+    assert train.tag_names[0] == "O" and train.tag_names[1:3] == ["B-corporation", "I-corporation"]
     names = train.tag_names
     assert [names[i] for i in train.tag_ids[0]] == first.tags
     assert sum(len(s.words) for s in train.sentences) == sum(len(i) for i in train.tag_ids)
 
 
 def test_wnut17_dev_with_training_tags():
-    all_tags = ["O"] + [f"{p}-{t}" for t in ("corporation", "creative-work", "group", "location",
-                                             "person", "product") for p in "BI"]
+    all_tags = ["O"] + [
+        f"{p}-{t}"
+        for t in ("corporation", "creative-work", "group", "location", "person", "product")
+        for p in "BI"
+    ]
     dev = data.read_conll(DATA / "wnut17_dev_head.conll", tag_names=all_tags)
     assert len(dev.sentences) == 60 and dev.tag_names == all_tags
 
 
 def test_conll_four_columns_docstart_and_no_final_blank(tmp_path):
-    path = write(tmp_path, "c.conll", "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\n"
-                 "rejects VBZ B-VP O\n\nPeter NNP B-NP B-PER")
+    path = write(
+        tmp_path,
+        "c.conll",
+        "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER",
+    )
     result = data.read_conll(path)
     assert [s.words for s in result.sentences] == [["EU", "rejects"], ["Peter"]]
     assert [s.line for s in result.sentences] == [3, 6]
     assert result.tag_names == ["O", "B-ORG", "I-ORG", "B-PER", "I-PER"]  # BIO completed
 
 
-@pytest.mark.parametrize("text, line, expected", [
-    ("a\tO\nb\tO\tX\n", 2, "has 3 columns, expected 2"),
-    ("a\tO\n\nlonely\n", 3, "has 1 columns, expected 2"),
-    ("a\tO\nb\t \n", 2, "empty word or tag"),
-    ("", None, "is empty"),
-])
+@pytest.mark.parametrize(
+    "text, line, expected",
+    [
+        ("a\tO\nb\tO\tX\n", 2, "has 3 columns, expected 2"),
+        ("a\tO\n\nlonely\n", 3, "has 1 columns, expected 2"),
+        ("a\tO\nb\t \n", 2, "empty word or tag"),
+        ("", None, "is empty"),
+    ],
+)
 def test_bad_conll(tmp_path, text, line, expected):
     path = write(tmp_path, "bad.conll", text)
     _assert_names_file_and_line(data.read_conll, path, line, expected)
@@ -142,7 +154,7 @@ def test_squad_subset():
     for e in examples:
         assert e.answers and not e.is_impossible
         for a in e.answers:
-            assert e.context[a.start:a.start + len(a.text)] == a.text
+            assert e.context[a.start : a.start + len(a.text)] == a.text
     assert examples[0].answers[0].text == "Denver Broncos"
 
 
@@ -151,15 +163,17 @@ def squad_json(answer, impossible=None, indent=2):
     if impossible is not None:
         qa["is_impossible"] = impossible
     paragraph = {"context": "Ada Lovelace wrote notes.", "qas": [qa]}
-    return json.dumps({"version": "2.0", "data": [{"title": "T", "paragraphs": [paragraph]}]},
-                      indent=indent)
+    return json.dumps(
+        {"version": "2.0", "data": [{"title": "T", "paragraphs": [paragraph]}]}, indent=indent
+    )
 
 
 def test_squad_v2_unanswerable(tmp_path):
     (example,) = data.read_squad(write(tmp_path, "v2.json", squad_json(None, True)))
     assert example.is_impossible and example.answers == ()
-    (example,) = data.read_squad(write(tmp_path, "a.json", squad_json(
-        {"text": "Ada Lovelace", "answer_start": 0}, False)))
+    (example,) = data.read_squad(
+        write(tmp_path, "a.json", squad_json({"text": "Ada Lovelace", "answer_start": 0}, False))
+    )
     assert example.answers == (data.SquadAnswer("Ada Lovelace", 0),)
 
 
@@ -172,18 +186,22 @@ def test_squad_answer_text_mismatch_names_file_line_and_question(tmp_path):
     qid_line = 1 + next(i for i, line in enumerate(lines) if '"id": "q-1"' in line)
     assert str(path) in message and f"line {qid_line}, column" in message
     assert "'q-1'" in message and "'Lovelace'" in message and "'Ada Love'" in message
-    one_line = write(tmp_path, "one.json",
-                     squad_json({"text": "x", "answer_start": 3}, indent=None))
+    one_line = write(
+        tmp_path, "one.json", squad_json({"text": "x", "answer_start": 3}, indent=None)
+    )
     with pytest.raises(ValueError, match=r"line 1, column \d+ \(question id 'q-1'\)"):
         data.read_squad(one_line)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('{"data": [\n  {"title": "T",,}\n]}', r"line 2: is not valid JSON"),
-    ('{"version": "1.1"}', "no top-level `data` list"),
-    ("", "is empty"),
-    (squad_json(None), "question has no answers"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"data": [\n  {"title": "T",,}\n]}', r"line 2: is not valid JSON"),
+        ('{"version": "1.1"}', "no top-level `data` list"),
+        ("", "is empty"),
+        (squad_json(None), "question has no answers"),
+    ],
+)
 def test_bad_squad(tmp_path, text, expected):
     path = write(tmp_path, "bad.json", text)
     with pytest.raises(ValueError, match=expected) as error:
@@ -195,5 +213,14 @@ def test_sorted_labels_and_tag_vocabulary():
     assert data.sorted_labels(["b", "a", "b"]) == ["a", "b"]
     assert data.sorted_labels(["-1", "1", "0"]) == ["-1", "0", "1"]
     assert data.tag_vocabulary(["I-x", "B-y", "B-x"]) == ["O", "B-x", "I-x", "B-y", "I-y"]
-    assert data.tag_vocabulary(["S-x", "B-y"]) == ["O", "B-x", "I-x", "E-x", "S-x",
-                                                   "B-y", "I-y", "E-y", "S-y"]
+    assert data.tag_vocabulary(["S-x", "B-y"]) == [
+        "O",
+        "B-x",
+        "I-x",
+        "E-x",
+        "S-x",
+        "B-y",
+        "I-y",
+        "E-y",
+        "S-y",
+    ]

@@ -20,20 +20,28 @@ def _restore_policy():
 def _batch(length=512, batch=2):
     rng = np.random.default_rng(0)
     mask = (np.arange(length)[None] < np.array([[length], [length - 100]])).astype("int32")
-    return ({"token_ids": rng.integers(1000, 30522, (batch, length)).astype("int32") * mask,
-             "segment_ids": (np.arange(length)[None] >= 256).astype("int32").repeat(batch, 0)
-             * mask, "padding_mask": mask}, np.array([0, 1]))
+    return (
+        {
+            "token_ids": rng.integers(1000, 30522, (batch, length)).astype("int32") * mask,
+            "segment_ids": (np.arange(length)[None] >= 256).astype("int32").repeat(batch, 0) * mask,
+            "padding_mask": mask,
+        },
+        np.array([0, 1]),
+    )
 
 
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_bert_base_seq512_mixed_precision_trains_finite(precision):
     keras.mixed_precision.set_global_policy(precision)
     keras.utils.set_random_seed(0)
-    model = kbz.from_preset("bert_base_en_uncased", task="classifier", num_classes=2,
-                            load_weights=False)
-    model.compile(kbz.training.create_optimizer(5e-5, total_steps=3,
-                                                loss_scale=precision == "mixed_float16"),
-                  kbz.tasks.classifier_loss(2), jit_compile=True)
+    model = kbz.from_preset(
+        "bert_base_en_uncased", task="classifier", num_classes=2, load_weights=False
+    )
+    model.compile(
+        kbz.training.create_optimizer(5e-5, total_steps=3, loss_scale=precision == "mixed_float16"),
+        kbz.tasks.classifier_loss(2),
+        jit_compile=True,
+    )
     x, y = _batch()
     history = model.fit(x, y, epochs=3, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
@@ -47,5 +55,8 @@ def test_bert_base_seq512_xla_equals_eager():
     eager = encoder(x)
     compiled = tf.function(encoder, jit_compile=True)(x)
     mask = x["padding_mask"].astype(bool)
-    np.testing.assert_allclose(np.asarray(compiled["sequence_output"])[mask],
-                               np.asarray(eager["sequence_output"])[mask], atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(compiled["sequence_output"])[mask],
+        np.asarray(eager["sequence_output"])[mask],
+        atol=1e-4,
+    )

@@ -26,8 +26,14 @@ VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
 def tiny_preset(tmp_path_factory):
     """A 1-layer random BERT on the real uncased vocabulary, as a preset directory."""
     keras.utils.set_random_seed(0)
-    encoder = kbz.build_encoder(vocabulary_size=30522, num_layers=1, num_heads=2,
-                                hidden_dim=32, intermediate_dim=64, max_sequence_length=128)
+    encoder = kbz.build_encoder(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=128,
+    )
     directory = tmp_path_factory.mktemp("tiny") / "preset"
     return kbz.save_preset(encoder, directory, vocabulary=VOCABULARY, lowercase=True)
 
@@ -37,40 +43,71 @@ def _lines(source: Path, destination: Path, count: int) -> Path:
     return destination
 
 
-@pytest.mark.parametrize("task, train, validation, keys", [
-    ("classify", "sst2_train_head.tsv", "sst2_train_head.tsv", {"accuracy", "f1"}),
-    ("tag", "wnut17_train_head.conll", "wnut17_dev_head.conll", {"precision", "recall", "f1"}),
-    ("qa", "squad_v1.1_sample.json", "squad_v1.1_sample.json", {"exact_match", "f1"}),
-])
+@pytest.mark.parametrize(
+    "task, train, validation, keys",
+    [
+        ("classify", "sst2_train_head.tsv", "sst2_train_head.tsv", {"accuracy", "f1"}),
+        ("tag", "wnut17_train_head.conll", "wnut17_dev_head.conll", {"precision", "recall", "f1"}),
+        ("qa", "squad_v1.1_sample.json", "squad_v1.1_sample.json", {"exact_match", "f1"}),
+    ],
+)
 def test_finetune_cli_writes_everything(tiny_preset, tmp_path, task, train, validation, keys):
     train_path = DATA / "finetune" / train
     if task == "classify":
         train_path = _lines(train_path, tmp_path / "train.tsv", 65)
     output = tmp_path / "out"
-    status = main(["finetune", task, "--preset", str(tiny_preset), "--train", str(train_path),
-                   "--validation", str(DATA / "finetune" / validation), "--output",
-                   str(output), "--epochs", "1", "--batch-size", "16", "--sequence-length",
-                   "64" if task != "qa" else "96", "--learning-rate", "1e-3"])
+    status = main(
+        [
+            "finetune",
+            task,
+            "--preset",
+            str(tiny_preset),
+            "--train",
+            str(train_path),
+            "--validation",
+            str(DATA / "finetune" / validation),
+            "--output",
+            str(output),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "16",
+            "--sequence-length",
+            "64" if task != "qa" else "96",
+            "--learning-rate",
+            "1e-3",
+        ]
+    )
     assert status == 0
     metrics = json.loads((output / "metrics.json").read_text())
     assert set(metrics) == keys and all(np.isfinite(list(metrics.values())))
-    assert (output / "model.keras").is_file() and (output / "export" / "1" /
-                                                    "saved_model.pb").is_file()
+    assert (output / "model.keras").is_file() and (
+        output / "export" / "1" / "saved_model.pb"
+    ).is_file()
     task_name = {"classify": "classifier", "tag": "tagger", "qa": "question_answerer"}[task]
     restored = kbz.from_preset(str(output / "preset"), task=task_name)
     reloaded = keras.models.load_model(output / "model.keras", safe_mode=True)
-    x = {"token_ids": np.full((2, 16), 1000, "int32"), "segment_ids": np.zeros((2, 16), "int32"),
-         "padding_mask": np.ones((2, 16), "int32")}
-    for a, b in zip(keras.tree.flatten(restored(x)), keras.tree.flatten(reloaded(x)),
-                    strict=True):
+    x = {
+        "token_ids": np.full((2, 16), 1000, "int32"),
+        "segment_ids": np.zeros((2, 16), "int32"),
+        "padding_mask": np.ones((2, 16), "int32"),
+    }
+    for a, b in zip(keras.tree.flatten(restored(x)), keras.tree.flatten(reloaded(x)), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
 def _pretrain(output, **overrides):
-    arguments = dict(text_file=str(DATA / "pretraining" / "sentences.txt"),
-                     from_scratch=True, num_train_steps=6, batch_size=4, max_seq_length=32,
-                     max_predictions_per_seq=5, checkpoint_every=2, learning_rate=1e-3,
-                     verbose=0)
+    arguments = dict(
+        text_file=str(DATA / "pretraining" / "sentences.txt"),
+        from_scratch=True,
+        num_train_steps=6,
+        batch_size=4,
+        max_seq_length=32,
+        max_predictions_per_seq=5,
+        checkpoint_every=2,
+        learning_rate=1e-3,
+        verbose=0,
+    )
     arguments.update(overrides)
     return runs.run_pretrain("bert_tiny_en_uncased", str(output), **arguments)
 
@@ -129,31 +166,72 @@ def test_a_shorter_last_interval_trains_exactly_the_steps_of_one_straight_run(tm
 
 
 def test_an_interval_longer_than_the_run_is_an_error_before_any_work(tmp_path):
-    with pytest.raises(ValueError, match=r"interval \(5 steps\) is longer than "
-                                         r"--num-train-steps 4 \(4 steps\).*--checkpoint-every 4"):
+    with pytest.raises(
+        ValueError,
+        match=r"interval \(5 steps\) is longer than "
+        r"--num-train-steps 4 \(4 steps\).*--checkpoint-every 4",
+    ):
         _pretrain(tmp_path / "bad", num_train_steps=4, checkpoint_every=5)
     assert not (tmp_path / "bad").exists()
 
 
 def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
-        tiny_preset, tmp_path, capsys):
+    tiny_preset, tmp_path, capsys
+):
     train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
-    status = main(["finetune", "classify", "--preset", str(tiny_preset), "--train", str(train),
-                   "--validation", str(train), "--output", str(tmp_path / "out"), "--epochs",
-                   "2", "--batch-size", "16", "--sequence-length", "32",
-                   "--checkpoint-every", "100"])
+    status = main(
+        [
+            "finetune",
+            "classify",
+            "--preset",
+            str(tiny_preset),
+            "--train",
+            str(train),
+            "--validation",
+            str(train),
+            "--output",
+            str(tmp_path / "out"),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "16",
+            "--sequence-length",
+            "32",
+            "--checkpoint-every",
+            "100",
+        ]
+    )
     error = capsys.readouterr().err
     assert status == 2 and "(100 steps) is longer than the run (2 epochs of 4 steps)" in error
     assert "--checkpoint-every 8 or less" in error and not (tmp_path / "out").exists()
 
 
 def _pretrain_command(output):
-    return [sys.executable, "-m", "keras_bert_zoo.cli", "pretrain", "--preset",
-            "bert_tiny_en_uncased", "--from-scratch", "--text-file",
-            str(DATA / "pretraining" / "sentences.txt"), "--output", str(output),
-            "--num-train-steps", "12", "--checkpoint-every", "3", "--batch-size", "4",
-            "--max-seq-length", "32", "--max-predictions-per-seq", "5",
-            "--learning-rate", "1e-3"]
+    return [
+        sys.executable,
+        "-m",
+        "keras_bert_zoo.cli",
+        "pretrain",
+        "--preset",
+        "bert_tiny_en_uncased",
+        "--from-scratch",
+        "--text-file",
+        str(DATA / "pretraining" / "sentences.txt"),
+        "--output",
+        str(output),
+        "--num-train-steps",
+        "12",
+        "--checkpoint-every",
+        "3",
+        "--batch-size",
+        "4",
+        "--max-seq-length",
+        "32",
+        "--max-predictions-per-seq",
+        "5",
+        "--learning-rate",
+        "1e-3",
+    ]
 
 
 def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
@@ -161,8 +239,9 @@ def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
     delay, then the same command: the final weights equal an uninterrupted run's."""
     subprocess.run(_pretrain_command(tmp_path / "straight"), check=True, capture_output=True)
     output = tmp_path / "killed"
-    process = subprocess.Popen(_pretrain_command(output), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        _pretrain_command(output), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     state = output / "checkpoints" / "state.json"
     deadline = time.monotonic() + 300
     while not state.exists() and process.poll() is None and time.monotonic() < deadline:

@@ -11,9 +11,13 @@ from keras_bert_zoo import data
 DATA = Path(__file__).parent / "data" / "finetune"
 GREEK = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 WORDS = GREEK + ["which", "one", "in", "the", "1990", "bron", "denver", "who", "won"]
-VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + WORDS + ["##s", "##cos"]
-         + [c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
-         + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"])
+VOCAB = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    + WORDS
+    + ["##s", "##cos"]
+    + [c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+)
 INDEX = {piece: i for i, piece in enumerate(VOCAB)}
 PAD, UNK, CLS, SEP = 0, 1, 2, 3
 
@@ -52,8 +56,9 @@ def example(context, answer=None, question="which one", qas_id="q", impossible=F
 
 def features_for(examples, **kwargs):
     kwargs.setdefault("max_query_length", 8)
-    return data.build_squad_features(examples, toy_tokenize, cls_id=CLS, sep_id=SEP,
-                                     pad_id=PAD, **kwargs)
+    return data.build_squad_features(
+        examples, toy_tokenize, cls_id=CLS, sep_id=SEP, pad_id=PAD, **kwargs
+    )
 
 
 def peaked(features, peaks):
@@ -66,9 +71,14 @@ def peaked(features, peaks):
 
 def test_toy_tokenizer():
     assert toy_tokenize("In the 1990s, Broncos") == [
-        (INDEX["in"], 0, 2), (INDEX["the"], 3, 6), (INDEX["1990"], 7, 11), (INDEX["##s"], 11, 12),
+        (INDEX["in"], 0, 2),
+        (INDEX["the"], 3, 6),
+        (INDEX["1990"], 7, 11),
+        (INDEX["##s"], 11, 12),
         (UNK, 12, 13),  # "," is not in the toy vocabulary
-        (INDEX["bron"], 14, 18), (INDEX["##cos"], 18, 21)]
+        (INDEX["bron"], 14, 18),
+        (INDEX["##cos"], 18, 21),
+    ]
 
 
 def test_doc_spans_follow_run_squad():
@@ -85,8 +95,9 @@ def test_windows_layout_and_answer_crossing_a_window_boundary():
     assert len(features) == 3 and features.example_index.tolist() == [0, 0, 0]
     q = [INDEX["which"], INDEX["one"]]
     assert features.token_ids[0].tolist() == [CLS, *q, SEP] + [INDEX[w] for w in GREEK[:7]] + [SEP]
-    assert features.token_ids[2].tolist() == ([CLS, *q, SEP] + [INDEX[w] for w in GREEK[6:]]
-                                              + [SEP, PAD])
+    assert features.token_ids[2].tolist() == (
+        [CLS, *q, SEP] + [INDEX[w] for w in GREEK[6:]] + [SEP, PAD]
+    )
     assert features.segment_ids[2].tolist() == [0] * 4 + [1] * 7 + [0]
     assert features.padding_mask[2].tolist() == [1] * 11 + [0]
     # window 0 holds only "eta" (the answer crosses its end): target [CLS]
@@ -95,7 +106,7 @@ def test_windows_layout_and_answer_crossing_a_window_boundary():
     for index in (1, 2):
         s, e = features.start_positions[index], features.end_positions[index]
         offsets = features.token_offsets[index]
-        assert examples[0].context[offsets[s, 0]:offsets[e, 1]] == "eta theta iota"
+        assert examples[0].context[offsets[s, 0] : offsets[e, 1]] == "eta theta iota"
     assert np.all(features.token_offsets[:, :4] == -1) and features.token_offsets.dtype == np.int32
     for array in (features.token_ids, features.segment_ids, features.padding_mask):
         assert array.dtype == np.int32 and array.shape == (3, 12)
@@ -163,8 +174,9 @@ def test_query_truncation_and_unanswerable():
     start[0, 0], end[0, 0] = 11.0, 11.0  # null score 22 beats 20
     answers = data.postprocess(examples, features, start, end, version_2_with_negative=True)
     assert answers == {"q": ""}
-    assert data.postprocess(examples, features, start, end, version_2_with_negative=True,
-                            null_score_diff_threshold=5.0) == {"q": "alpha"}
+    assert data.postprocess(
+        examples, features, start, end, version_2_with_negative=True, null_score_diff_threshold=5.0
+    ) == {"q": "alpha"}
     assert data.squad_evaluate(examples, answers) == {"exact_match": 100.0, "f1": 100.0}
 
 
@@ -181,8 +193,7 @@ def test_bad_arguments():
 
 def round_trip(examples, tokenize, cls_id, sep_id, **kwargs):
     """Gold span -> features -> logits peaked at the gold positions -> postprocess."""
-    features = data.build_squad_features(examples, tokenize, cls_id=cls_id, sep_id=sep_id,
-                                         **kwargs)
+    features = data.build_squad_features(examples, tokenize, cls_id=cls_id, sep_id=sep_id, **kwargs)
     assert features.token_ids.shape[1] == kwargs.get("max_seq_length", 384)
     start, end = np.zeros(features.token_ids.shape), np.zeros(features.token_ids.shape)
     rows = np.arange(len(features))
@@ -213,8 +224,9 @@ def test_real_squad_round_trip_with_real_tokenizer():
     tokenization = pytest.importorskip("keras_bert_zoo.tokenization")
     tokenize, cls_id, sep_id = _real_tokenizer(tokenization)
     examples = data.read_squad(DATA / "squad_v1.1_sample.json")
-    features, answers = round_trip(examples, tokenize, cls_id, sep_id, max_seq_length=128,
-                                   doc_stride=32)
+    features, answers = round_trip(
+        examples, tokenize, cls_id, sep_id, max_seq_length=128, doc_stride=32
+    )
     assert len(features) > len(examples)
     assert data.squad_evaluate(examples, answers)["exact_match"] > 90.0
 
@@ -225,7 +237,8 @@ def _real_tokenizer(tokenization):
 
     def tokenize(text):
         ids, starts, ends = tokenizer.tokenize_with_offsets(text, unit="char")
-        return list(zip(ids.numpy().tolist(), starts.numpy().tolist(), ends.numpy().tolist(),
-                        strict=True))
+        return list(
+            zip(ids.numpy().tolist(), starts.numpy().tolist(), ends.numpy().tolist(), strict=True)
+        )
 
     return tokenize, tokenizer.cls_token_id, tokenizer.sep_token_id

@@ -14,16 +14,25 @@ DATA = Path(__file__).parent / "data" / "finetune"
 
 
 def align(pieces, labels, length, **kwargs):
-    return data.align_labels(pieces, labels, length, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             **kwargs)
+    return data.align_labels(pieces, labels, length, cls_id=CLS, sep_id=SEP, pad_id=PAD, **kwargs)
 
 
 def test_words_split_into_several_sub_words():
     # "Empire" -> 1 piece, "Statesman" -> 3 pieces, "Building" -> 2 pieces
     row = align([[10], [11, 12, 13], [14, 15]], [1, 2, 0], 10)
     assert row["token_ids"].tolist() == [CLS, 10, 11, 12, 13, 14, 15, SEP, PAD, PAD]
-    assert row["labels"].tolist() == [IGNORE, 1, 2, IGNORE, IGNORE, 0, IGNORE, IGNORE,
-                                      IGNORE, IGNORE]
+    assert row["labels"].tolist() == [
+        IGNORE,
+        1,
+        2,
+        IGNORE,
+        IGNORE,
+        0,
+        IGNORE,
+        IGNORE,
+        IGNORE,
+        IGNORE,
+    ]
     assert row["word_index"].tolist() == [-1, 0, 1, -1, -1, 2, -1, -1, -1, -1]
     assert row["padding_mask"].tolist() == [1] * 8 + [0] * 2
     assert row["segment_ids"].tolist() == [0] * 10
@@ -37,8 +46,9 @@ def test_truncation_on_word_boundary_and_reverse_mapping():
     assert row["labels"].tolist() == [IGNORE, 1, 2, IGNORE, IGNORE, IGNORE]
     predictions = np.array([[0, 7, 8, 9, 0, 0]])
     assert data.word_predictions(predictions, row["word_index"][None], [4]) == [[7, 8, 0, 0]]
-    assert data.word_predictions(predictions, row["word_index"][None], [4],
-                                 fill_label=5) == [[7, 8, 5, 5]]
+    assert data.word_predictions(predictions, row["word_index"][None], [4], fill_label=5) == [
+        [7, 8, 5, 5]
+    ]
 
 
 def test_over_long_first_word_is_clipped_and_empty_words_use_unk():
@@ -79,25 +89,31 @@ def test_alignment_invariants(piece_counts, length):
         assert row["token_ids"][position] == (pieces[word] or [UNK])[0]
     fits = sum(max(n, 1) for n in piece_counts) <= length - 2
     assert len(kept) == len(pieces) or not fits
-    back = data.word_predictions(np.where(labelled, row["labels"], 0)[None],
-                                 row["word_index"][None], [len(pieces)], fill_label=-1)
+    back = data.word_predictions(
+        np.where(labelled, row["labels"], 0)[None],
+        row["word_index"][None],
+        [len(pieces)],
+        fill_label=-1,
+    )
     assert back == [labels[: len(kept)] + [-1] * (len(pieces) - len(kept))]
 
 
 def toy_tokenize_word(word):
     """Deterministic stand-in for WordPiece: pieces of at most 3 characters."""
-    return [1000 + sum(map(ord, word[i:i + 3])) % 5000 for i in range(0, len(word), 3)]
+    return [1000 + sum(map(ord, word[i : i + 3])) % 5000 for i in range(0, len(word), 3)]
 
 
 def test_wnut17_round_trip_and_entity_scores():
     train = data.read_conll(DATA / "wnut17_train_head.conll")
     words = [s.words for s in train.sentences]
-    batch = data.encode_tagged(words, toy_tokenize_word, 48, cls_id=CLS, sep_id=SEP,
-                               tag_ids=train.tag_ids, unk_id=UNK)
+    batch = data.encode_tagged(
+        words, toy_tokenize_word, 48, cls_id=CLS, sep_id=SEP, tag_ids=train.tag_ids, unk_id=UNK
+    )
     assert batch["token_ids"].shape == (120, 48) and batch["labels"].shape == (120, 48)
     num_words = [len(w) for w in words]
-    back = data.word_predictions(np.where(batch["labels"] >= 0, batch["labels"], 0),
-                                 batch["word_index"], num_words)
+    back = data.word_predictions(
+        np.where(batch["labels"] >= 0, batch["labels"], 0), batch["word_index"], num_words
+    )
     truncated = [i for i, n in enumerate(num_words) if (batch["word_index"][i] >= 0).sum() < n]
     assert truncated  # 48 tokens cut some tweets short
     for i, ids in enumerate(train.tag_ids):
@@ -107,8 +123,12 @@ def test_wnut17_round_trip_and_entity_scores():
     gold = [s.tags for s in train.sentences]
     predicted = [[names[t] for t in row] for row in back]
     untruncated = [i for i in range(len(gold)) if i not in truncated]
-    assert metrics.entity_scores([gold[i] for i in untruncated],
-                                 [predicted[i] for i in untruncated])["f1"] == 1.0
+    assert (
+        metrics.entity_scores([gold[i] for i in untruncated], [predicted[i] for i in untruncated])[
+            "f1"
+        ]
+        == 1.0
+    )
     scores = metrics.entity_scores(gold, predicted)  # truncated entities count as misses
     assert scores["precision"] == 1.0 and scores["recall"] <= 1.0
     logits = np.eye(len(names))[np.where(batch["labels"] >= 0, batch["labels"], 0)]
@@ -116,12 +136,14 @@ def test_wnut17_round_trip_and_entity_scores():
 
 
 def test_encode_tagged_without_tags_for_inference():
-    batch = data.encode_tagged([["a", "bcdef"], ["g"]], toy_tokenize_word, 6, cls_id=CLS,
-                               sep_id=SEP)
+    batch = data.encode_tagged(
+        [["a", "bcdef"], ["g"]], toy_tokenize_word, 6, cls_id=CLS, sep_id=SEP
+    )
     assert batch["token_ids"].shape == (2, 6) and np.all(batch["labels"] == IGNORE)
     assert batch["word_index"].tolist() == [[-1, 0, 1, -1, -1, -1], [-1, 0, -1, -1, -1, -1]]
     empty = data.encode_tagged([], toy_tokenize_word, 6, cls_id=CLS, sep_id=SEP)
     assert empty["token_ids"].shape == (0, 6) and empty["token_ids"].dtype == np.int32
     with pytest.raises(ValueError, match=r"Sentence 0 \('a  '\): Word 1 has no sub-word pieces"):
-        data.encode_tagged([["a", " "]], lambda w: [] if w == " " else [5], 6, cls_id=CLS,
-                           sep_id=SEP)
+        data.encode_tagged(
+            [["a", " "]], lambda w: [] if w == " " else [5], 6, cls_id=CLS, sep_id=SEP
+        )

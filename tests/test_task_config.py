@@ -14,8 +14,9 @@ LENGTH = 16
 TEXTS = ["a fine film", "dull and long", "Steve Jobs founded Apple ."]
 CONTEXTS = ["Apple was founded in Cupertino.", "It rained.", "In 1976."]
 BUILDERS = {
-    "multi_label": lambda e: kbz.build_classifier(e, 3, multi_label=True,
-                                                  label_names=["a", "b", "c"]),
+    "multi_label": lambda e: kbz.build_classifier(
+        e, 3, multi_label=True, label_names=["a", "b", "c"]
+    ),
     "regression": lambda e: kbz.build_classifier(e, 1),
     "tagger": lambda e: kbz.build_tagger(e, 4, label_names=["O", "B-x", "I-x", "B-y"]),
     "question_answerer": kbz.build_question_answerer,
@@ -26,8 +27,14 @@ BUILDERS = {
 
 def _encoder():
     keras.utils.set_random_seed(3)
-    return kbz.build_encoder(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=32,
-                             intermediate_dim=64, max_sequence_length=64)
+    return kbz.build_encoder(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=64,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +63,11 @@ def test_task_and_settings_survive_a_keras_round_trip(saved, name):
 
 def test_settings_are_the_builders_arguments(saved):
     assert saved["multi_label"][0].task_config == {
-        "num_classes": 3, "dropout": 0.1, "multi_label": True, "label_names": ["a", "b", "c"]}
+        "num_classes": 3,
+        "dropout": 0.1,
+        "multi_label": True,
+        "label_names": ["a", "b", "c"],
+    }
     assert saved["pretrainer"][0].task_config == {"max_predictions": 5}
     with pytest.raises(ValueError, match="must name each of the 3 classes"):
         kbz.build_classifier(_encoder(), 3, label_names=["a", "b"])
@@ -64,23 +75,35 @@ def test_settings_are_the_builders_arguments(saved):
 
 def _export(path, tmp_path, name):
     destination = tmp_path / name / "1"
-    assert main(["export", str(path), str(destination), "--preset", "bert_tiny_en_uncased",
-                 "--sequence-length", str(LENGTH)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(path),
+                str(destination),
+                "--preset",
+                "bert_tiny_en_uncased",
+                "--sequence-length",
+                str(LENGTH),
+            ]
+        )
+        == 0
+    )
     return tf.saved_model.load(str(destination)).signatures["serving_default"]
 
 
 def _inputs(texts, pairs=None):
     pre = kbz.BertPreprocessor.from_preset("bert_tiny_en_uncased", sequence_length=LENGTH)
-    return pre(tf.constant(texts)) if pairs is None else pre((tf.constant(texts),
-                                                              tf.constant(pairs)))
+    return (
+        pre(tf.constant(texts)) if pairs is None else pre((tf.constant(texts), tf.constant(pairs)))
+    )
 
 
 def test_multi_label_keras_file_exports_sigmoid_probabilities(saved, tmp_path):
     model, path = saved["multi_label"]
     out = _export(path, tmp_path, "multi_label")(text=tf.constant(TEXTS))
     logits = np.asarray(model(_inputs(TEXTS)))
-    np.testing.assert_allclose(out["probabilities"].numpy(), 1 / (1 + np.exp(-logits)),
-                               atol=1e-5)
+    np.testing.assert_allclose(out["probabilities"].numpy(), 1 / (1 + np.exp(-logits)), atol=1e-5)
     assert not np.allclose(out["probabilities"].numpy().sum(-1), 1.0)
     assert set(out["label_name"].numpy().astype(str)) <= {"a", "b", "c"}
 
@@ -88,8 +111,9 @@ def test_multi_label_keras_file_exports_sigmoid_probabilities(saved, tmp_path):
 def test_regression_tagger_and_qa_keras_files_export_their_own_outputs(saved, tmp_path):
     model, path = saved["regression"]
     out = _export(path, tmp_path, "regression")(text=tf.constant(TEXTS))
-    np.testing.assert_allclose(out["score"].numpy(), np.asarray(model(_inputs(TEXTS)))[:, 0],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        out["score"].numpy(), np.asarray(model(_inputs(TEXTS)))[:, 0], atol=1e-5
+    )
     model, path = saved["tagger"]
     out = _export(path, tmp_path, "tagger")(text=tf.constant(TEXTS))
     tags = np.asarray(model(_inputs(TEXTS))).argmax(-1)
@@ -99,8 +123,10 @@ def test_regression_tagger_and_qa_keras_files_export_their_own_outputs(saved, tm
     out = _export(path, tmp_path, "qa")(text=tf.constant(TEXTS), text_pair=tf.constant(CONTEXTS))
     expected = model(_inputs(TEXTS, CONTEXTS))
     np.testing.assert_allclose(out["start_logits"].numpy(), expected["start_logits"], atol=1e-5)
-    assert all(text.decode() in context for text, context in
-               zip(out["answer_text"].numpy(), CONTEXTS, strict=True))
+    assert all(
+        text.decode() in context
+        for text, context in zip(out["answer_text"].numpy(), CONTEXTS, strict=True)
+    )
 
 
 def test_a_pretrainer_or_a_plain_keras_model_is_not_guessed(saved, tmp_path, capsys):

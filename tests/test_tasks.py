@@ -18,13 +18,13 @@ def encoder(tiny_architecture):
 
 
 def pretraining_batch(batch=4, length=16, predictions=5, seed=0):
-    x = random_inputs(batch=batch, length=length, seed=seed,
-                      lengths=[length] * batch)
+    x = random_inputs(batch=batch, length=length, seed=seed, lengths=[length] * batch)
     rng = np.random.default_rng(seed)
-    x["mask_positions"] = np.sort(rng.integers(1, length, (batch, predictions)), 1).astype(
-        "int32")
-    y = {"mlm_logits": rng.integers(0, 1000, (batch, predictions)).astype("int32"),
-         "nsp_logits": rng.integers(0, 2, (batch,)).astype("int32")}
+    x["mask_positions"] = np.sort(rng.integers(1, length, (batch, predictions)), 1).astype("int32")
+    y = {
+        "mlm_logits": rng.integers(0, 1000, (batch, predictions)).astype("int32"),
+        "nsp_logits": rng.integers(0, 2, (batch,)).astype("int32"),
+    }
     weights = np.ones((batch, predictions), "float32")
     weights[:, -2:] = 0.0  # padded prediction slots
     return x, y, {"mlm_logits": weights, "nsp_logits": np.ones(batch, "float32")}
@@ -45,8 +45,9 @@ def test_pretrainer_outputs_and_tied_decoder(encoder):
     head = model.get_layer("mlm_head")
     gathered = np.take_along_axis(sequence, x["mask_positions"][..., None], axis=1)
     hidden = head.layer_norm(keras.activations.gelu(head.dense(gathered)))
-    expected = np.asarray(hidden) @ np.asarray(encoder.get_layer(
-        "token_embedding").embeddings).T + np.asarray(model.get_layer("mlm_output_bias").bias)
+    expected = np.asarray(hidden) @ np.asarray(
+        encoder.get_layer("token_embedding").embeddings
+    ).T + np.asarray(model.get_layer("mlm_output_bias").bias)
     np.testing.assert_allclose(out["mlm_logits"], expected, atol=1e-5)
 
 
@@ -58,8 +59,7 @@ def test_padded_prediction_slots_count_for_nothing(encoder):
     changed = model.evaluate(x, y, sample_weight=w, verbose=0, return_dict=True)
     for key in ("mlm_logits_loss", "mlm_logits_accuracy", "mlm_logits_perplexity"):
         assert base[key] == pytest.approx(changed[key], rel=1e-6), key
-    assert np.exp(base["mlm_logits_loss"]) == pytest.approx(base["mlm_logits_perplexity"],
-                                                            rel=1e-4)
+    assert np.exp(base["mlm_logits_loss"]) == pytest.approx(base["mlm_logits_perplexity"], rel=1e-4)
 
 
 def test_perplexity_metric_known_value():
@@ -70,8 +70,9 @@ def test_perplexity_metric_known_value():
 
 
 def test_pretrainer_trains_and_round_trips_keras_file(encoder, tmp_path):
-    model = compile_pretrainer(kbz.build_pretrainer(encoder, max_predictions=5),
-                               keras.optimizers.Adam(1e-3))
+    model = compile_pretrainer(
+        kbz.build_pretrainer(encoder, max_predictions=5), keras.optimizers.Adam(1e-3)
+    )
     x, y, w = pretraining_batch()
     history = model.fit(x, y, sample_weight=w, epochs=15, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
@@ -87,9 +88,13 @@ def test_classifier_fits(encoder, num_classes, multi_label):
     model = kbz.build_classifier(encoder, num_classes=num_classes, multi_label=multi_label)
     x = random_inputs(batch=8, length=10, seed=1, lengths=[10] * 8)
     rng = np.random.default_rng(0)
-    y = (rng.normal(size=(8, 1)).astype("float32") if num_classes == 1 else
-         rng.integers(0, 2, (8, num_classes)).astype("float32") if multi_label else
-         rng.integers(0, num_classes, (8,)))
+    y = (
+        rng.normal(size=(8, 1)).astype("float32")
+        if num_classes == 1
+        else rng.integers(0, 2, (8, num_classes)).astype("float32")
+        if multi_label
+        else rng.integers(0, num_classes, (8,))
+    )
     model.compile(keras.optimizers.Adam(1e-3), classifier_loss(num_classes, multi_label))
     history = model.fit(x, y, epochs=10, verbose=0)
     assert tuple(model(x).shape) == (8, num_classes)
@@ -107,8 +112,14 @@ def test_tagger_ignores_ignore_label_positions(encoder):
     other = labels.copy()
     other[:, 5:] = IGNORE_LABEL
     assert float(loss(other, logits)) == pytest.approx(base)
-    manual = -np.mean([tf.nn.log_softmax(logits[i, j])[labels[i, j]]
-                       for i in range(2) for j in range(8) if labels[i, j] != IGNORE_LABEL])
+    manual = -np.mean(
+        [
+            tf.nn.log_softmax(logits[i, j])[labels[i, j]]
+            for i in range(2)
+            for j in range(8)
+            if labels[i, j] != IGNORE_LABEL
+        ]
+    )
     assert base == pytest.approx(float(manual), rel=1e-5)
 
 
@@ -121,12 +132,15 @@ def test_question_answerer_masks_padding(encoder):
     assert np.all(np.abs(np.asarray(out["start_logits"])[0]) < 1e3)
 
 
-@pytest.mark.parametrize("task, kwargs, output", [
-    ("classifier", {"num_classes": 2}, None),
-    ("tagger", {"num_tags": 3}, None),
-    ("question_answerer", {}, "start_logits"),
-    ("pretrainer", {"max_predictions": 4}, "nsp_logits"),
-])
+@pytest.mark.parametrize(
+    "task, kwargs, output",
+    [
+        ("classifier", {"num_classes": 2}, None),
+        ("tagger", {"num_tags": 3}, None),
+        ("question_answerer", {}, "start_logits"),
+        ("pretrainer", {"max_predictions": 4}, "nsp_logits"),
+    ],
+)
 def test_task_presets_save_and_reload_with_their_heads(encoder, tmp_path, task, kwargs, output):
     model = kbz.tasks.build_task(task, encoder, **kwargs)
     vocabulary = ["[PAD]"] + [f"t{i}" for i in range(999)]
@@ -141,36 +155,44 @@ def test_task_presets_save_and_reload_with_their_heads(encoder, tmp_path, task, 
     # the same preset as a bare encoder: head weights are left unused, encoder identical
     # (tagger and QA graphs hold no pooler, so theirs is new)
     bare = kbz.from_preset(str(directory))
-    keys = ["sequence_output"] + (["pooled_output"] if task in ("classifier", "pretrainer")
-                                  else [])
+    keys = ["sequence_output"] + (["pooled_output"] if task in ("classifier", "pretrainer") else [])
     for key in keys:
-        np.testing.assert_array_equal(bare(random_inputs(batch=2, length=8))[key],
-                                      encoder(random_inputs(batch=2, length=8))[key])
+        np.testing.assert_array_equal(
+            bare(random_inputs(batch=2, length=8))[key],
+            encoder(random_inputs(batch=2, length=8))[key],
+        )
 
 
 def test_new_head_on_encoder_preset(encoder, tmp_path):
     vocabulary = ["[PAD]"] + [f"t{i}" for i in range(999)]
-    directory = kbz.save_preset(encoder, tmp_path / "enc", vocabulary=vocabulary,
-                                lowercase=True)
+    directory = kbz.save_preset(encoder, tmp_path / "enc", vocabulary=vocabulary, lowercase=True)
     model = kbz.from_preset(str(directory), task="classifier", num_classes=3)
     assert tuple(model(random_inputs()).shape) == (3, 3)
 
 
-@pytest.mark.parametrize("task, kwargs, message", [
-    ("classifer", {}, "Unknown task 'classifer'"),
-    ("classifier", {}, "Bad arguments for task 'classifier'"),
-    ("classifier", {"num_classes": 2, "colour": 1}, "Bad arguments"),
-    ("classifier", {"num_classes": 0}, "`num_classes` must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "task, kwargs, message",
+    [
+        ("classifer", {}, "Unknown task 'classifer'"),
+        ("classifier", {}, "Bad arguments for task 'classifier'"),
+        ("classifier", {"num_classes": 2, "colour": 1}, "Bad arguments"),
+        ("classifier", {"num_classes": 0}, "`num_classes` must be a positive integer"),
+    ],
+)
 def test_bad_task_arguments(encoder, task, kwargs, message):
     with pytest.raises(ValueError, match=message):
         kbz.tasks.build_task(task, encoder, **kwargs)
 
 
-@pytest.mark.parametrize("task, kwargs", [("classifier", {"num_classes": 2}),
-                                          ("tagger", {"num_tags": 3}),
-                                          ("question_answerer", {}),
-                                          ("pretrainer", {"max_predictions": 4})])
+@pytest.mark.parametrize(
+    "task, kwargs",
+    [
+        ("classifier", {"num_classes": 2}),
+        ("tagger", {"num_tags": 3}),
+        ("question_answerer", {}),
+        ("pretrainer", {"max_predictions": 4}),
+    ],
+)
 def test_task_models_jit_compile_equals_eager(encoder, task, kwargs):
     model = kbz.tasks.build_task(task, encoder, **kwargs)
     x = random_inputs(batch=2, length=8)

@@ -54,45 +54,111 @@ def reference_ids_and_offsets(name, lines):
 
 def ours_ids_and_offsets(name, lines, **kwargs):
     ids, starts, ends = tokenizer(name, **kwargs).tokenize_with_offsets(
-        tf.constant(lines), unit="char")
-    return ids.to_list(), [list(zip(s, e, strict=True))
-                           for s, e in zip(starts.to_list(), ends.to_list(), strict=True)]
+        tf.constant(lines), unit="char"
+    )
+    return ids.to_list(), [
+        list(zip(s, e, strict=True)) for s, e in zip(starts.to_list(), ends.to_list(), strict=True)
+    ]
 
 
 # --- seeded random Unicode (also used by tools/check_tokenizer_parity.py --random) -----------
+
 
 def _span(first, last):
     return list(range(first, last + 1))
 
 
 POOLS = {
-    "ascii": [ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-              "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"],
+    "ascii": [
+        ord(c)
+        for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+    ],
     "accented": _span(0xC0, 0x24F) + _span(0x1E00, 0x1EFF),
-    "combining": _span(0x300, 0x36F) + _span(0x1AB0, 0x1ACE) + _span(0x1DC0, 0x1DFF)
-    + _span(0x20D0, 0x20F0) + _span(0xFE20, 0xFE2F) + _span(0x1D165, 0x1D172),
+    "combining": _span(0x300, 0x36F)
+    + _span(0x1AB0, 0x1ACE)
+    + _span(0x1DC0, 0x1DFF)
+    + _span(0x20D0, 0x20F0)
+    + _span(0xFE20, 0xFE2F)
+    + _span(0x1D165, 0x1D172),
     "greek_cyrillic": _span(0x370, 0x3FF) + _span(0x400, 0x52F) + _span(0x1F00, 0x1FFF),
     "arabic_hebrew": _span(0x590, 0x6FF) + _span(0xFB1D, 0xFDFF) + _span(0xFE70, 0xFEFC),
     "indic": _span(0x900, 0xDFF),  # Devanagari to Sinhala
     "thai_lao": _span(0xE00, 0xEFF),
     "hangul": _span(0xAC00, 0xD7A3) + _span(0x1100, 0x11FF) + _span(0x3130, 0x318F),
-    "cjk": _span(0x4E00, 0x9FFF) + _span(0x3400, 0x4DBF) + _span(0x20000, 0x2A6DF)
-    + _span(0x2A700, 0x2CEAF) + _span(0xF900, 0xFAFF) + _span(0x2F800, 0x2FA1F)
-    + _span(0x3000, 0x30FF) + _span(0x2E80, 0x2FDF),
-    "emoji": _span(0x1F300, 0x1FAFF) + _span(0x2600, 0x27BF) + [0x200D, 0xFE0F, 0xFE0E]
+    "cjk": _span(0x4E00, 0x9FFF)
+    + _span(0x3400, 0x4DBF)
+    + _span(0x20000, 0x2A6DF)
+    + _span(0x2A700, 0x2CEAF)
+    + _span(0xF900, 0xFAFF)
+    + _span(0x2F800, 0x2FA1F)
+    + _span(0x3000, 0x30FF)
+    + _span(0x2E80, 0x2FDF),
+    "emoji": _span(0x1F300, 0x1FAFF)
+    + _span(0x2600, 0x27BF)
+    + [0x200D, 0xFE0F, 0xFE0E]
     + _span(0x1F1E6, 0x1F1FF),
     "control": _span(0x0, 0x1F) + _span(0x7F, 0x9F),
-    "zero_width": _span(0x200B, 0x200F) + _span(0x2028, 0x202E) + _span(0x2060, 0x206F)
-    + [0xFEFF, 0xAD, 0x180E, 0x34F, 0x61C] + _span(0xFFF9, 0xFFFD) + _span(0xE0000, 0xE007F),
-    "whitespace": [0x20, 0x9, 0xA, 0xD, 0xB, 0xC, 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F,
-                   0x205F, 0x3000] + _span(0x2000, 0x200A),
+    "zero_width": _span(0x200B, 0x200F)
+    + _span(0x2028, 0x202E)
+    + _span(0x2060, 0x206F)
+    + [0xFEFF, 0xAD, 0x180E, 0x34F, 0x61C]
+    + _span(0xFFF9, 0xFFFD)
+    + _span(0xE0000, 0xE007F),
+    "whitespace": [
+        0x20,
+        0x9,
+        0xA,
+        0xD,
+        0xB,
+        0xC,
+        0x85,
+        0xA0,
+        0x1680,
+        0x2028,
+        0x2029,
+        0x202F,
+        0x205F,
+        0x3000,
+    ]
+    + _span(0x2000, 0x200A),
     "fullwidth": _span(0xFF01, 0xFFEE),
     "symbols": _span(0x2000, 0x2BFF) + _span(0x1D100, 0x1D7FF) + _span(0x2460, 0x24FF),
     "any": None,  # any code point: unassigned, private use, astral planes
 }
-TRICKY = ["İ", "ı", "ß", "ẞ", "Σ", "ΑΣ", "ς", "ǅ", "ﬁ", "½", "…", "\u212b", "\u212a", "ŉ", "ΐ",
-          "\ufffd", "[MASK]", "[SEP]", "[UNK]", "[CLS]", "[PAD]", "[mask]", "##", "\U0001d15e",
-          "\U0001d165\U0001d16d", "ǰ", "Ⅻ", "①", "ᾷ\u1dfb", "\u0358\u1dfb", "a\u0301\u0316"]
+TRICKY = [
+    "İ",
+    "ı",
+    "ß",
+    "ẞ",
+    "Σ",
+    "ΑΣ",
+    "ς",
+    "ǅ",
+    "ﬁ",
+    "½",
+    "…",
+    "\u212b",
+    "\u212a",
+    "ŉ",
+    "ΐ",
+    "\ufffd",
+    "[MASK]",
+    "[SEP]",
+    "[UNK]",
+    "[CLS]",
+    "[PAD]",
+    "[mask]",
+    "##",
+    "\U0001d15e",
+    "\U0001d165\U0001d16d",
+    "ǰ",
+    "Ⅻ",
+    "①",
+    "ᾷ\u1dfb",
+    "\u0358\u1dfb",
+    "a\u0301\u0316",
+]
 
 
 def _char(rng, pool):
@@ -135,14 +201,22 @@ def _random_word(rng, pieces):
 def random_lines(count, vocabulary, seed):
     """`count` seeded lines of random Unicode words, some glued from the vocabulary's pieces."""
     rng = random.Random(seed)
-    pieces = [t.removeprefix("##") for t in load_vocabulary(vocab_path(vocabulary))
-              if t and not t.startswith("[")]
+    pieces = [
+        t.removeprefix("##")
+        for t in load_vocabulary(vocab_path(vocabulary))
+        if t and not t.startswith("[")
+    ]
     separators = [" ", " ", " ", "", "\t", "\u3000", "\n", ", ", "\xa0"]
-    return ["".join(_random_word(rng, pieces) + rng.choice(separators)
-                    for _ in range(rng.randint(0, 12))) for _ in range(count)]
+    return [
+        "".join(
+            _random_word(rng, pieces) + rng.choice(separators) for _ in range(rng.randint(0, 12))
+        )
+        for _ in range(count)
+    ]
 
 
 # --- parity -----------------------------------------------------------------------------------
+
 
 def test_fixture_provenance():
     data = fixture()
@@ -162,8 +236,10 @@ def test_real_text_ids_equal_reference_fixture(name):
         expected = data["vocabularies"][name]["ids"][corpus]
         ours = tokenizer(name)(tf.constant(lines)).to_list()
         different = [i for i, (a, b) in enumerate(zip(ours, expected, strict=True)) if a != b]
-        assert not different, (f"{corpus}/{name}: {len(different)} of {len(lines)} lines differ,"
-                                f" first {lines[different[0]]!r}")
+        assert not different, (
+            f"{corpus}/{name}: {len(different)} of {len(lines)} lines differ,"
+            f" first {lines[different[0]]!r}"
+        )
 
 
 @pytest.mark.parametrize("name", list(VOCABULARIES))
@@ -187,8 +263,10 @@ def test_every_bmp_code_point_equals_tokenizers(name):
     """Every BMP code point (and every 17th astral one) inside and between words."""
     code_points = [c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
     code_points += list(range(0x10000, 0x110000, 17))
-    lines = [" ".join(f"a{chr(c)}b{chr(c)}" for c in code_points[i:i + 16])
-             for i in range(0, len(code_points), 16)]
+    lines = [
+        " ".join(f"a{chr(c)}b{chr(c)}" for c in code_points[i : i + 16])
+        for i in range(0, len(code_points), 16)
+    ]
     ids, offsets = ours_ids_and_offsets(name, lines)
     expected_ids, expected_offsets = reference_ids_and_offsets(name, lines)
     assert ids == expected_ids
@@ -203,8 +281,10 @@ def test_examples_from_the_issue():
     assert tok("Hello world!").numpy().tolist() == ids[0].numpy().tolist()  # unbatched
     # What keras-hub (tf_text's NFKC case folding) gets wrong: ß, ½, … are kept.
     text = "Straße ½ … ﬁ"
-    assert tok(text).numpy().tolist() == reference("uncased").encode(
-        text, add_special_tokens=False).ids
+    assert (
+        tok(text).numpy().tolist()
+        == reference("uncased").encode(text, add_special_tokens=False).ids
+    )
 
 
 def test_lowercasing_follows_the_vocabulary():
@@ -232,6 +312,7 @@ def test_words_longer_than_100_characters_are_unknown():
 
 
 # --- offsets ----------------------------------------------------------------------------------
+
 
 def test_offsets_on_accented_and_cjk_text():
     tok = tokenizer("uncased")
@@ -270,16 +351,18 @@ def test_pre_split_words_align_labels_to_first_pieces():
     """NER: [batch, (words)] -> [batch, (words), (pieces)]; a word's label goes to its first
     piece, as in the original BERT NER recipe."""
     tok = tokenizer("cased")
-    sentences = [["@paulwalk", "It", "'s", "the", "Empire", "State", "Building"],
-                 ["protégé", "😂", "naïve"], []]
+    sentences = [
+        ["@paulwalk", "It", "'s", "the", "Empire", "State", "Building"],
+        ["protégé", "😂", "naïve"],
+        [],
+    ]
     words = tf.ragged.constant(sentences)
     pieces = tok(words)
     assert pieces.shape.rank == 3 and pieces.dtype == tf.int32
     for sentence, word_pieces in zip(sentences, pieces.to_list(), strict=True):
         assert len(word_pieces) == len(sentence)
         flat = [i for word in word_pieces for i in word]
-        assert flat == reference("cased").encode(" ".join(sentence),
-                                                 add_special_tokens=False).ids
+        assert flat == reference("cased").encode(" ".join(sentence), add_special_tokens=False).ids
     # Word labels to pieces: the first piece of a word gets its label, the others -100.
     labels = tf.ragged.constant([[0, 0, 0, 0, 1, 2, 2], [3, 0, 0], []])
     per_word = pieces.values  # [words, (pieces)]
@@ -295,6 +378,7 @@ def test_pre_split_words_align_labels_to_first_pieces():
 
 
 # --- detokenize -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("skip", [True, False])
 def test_detokenize_equals_tokenizers_decode(skip):
@@ -312,6 +396,7 @@ def test_detokenize_equals_tokenizers_decode(skip):
 
 # --- bad input --------------------------------------------------------------------------------
 
+
 def test_empty_strings_and_empty_batches():
     tok = tokenizer("uncased")
     assert tok("").shape == (0,)
@@ -327,8 +412,10 @@ def test_invalid_utf8_is_read_as_replacement_characters():
     tok = tokenizer("uncased")
     raw = [b"caf\xc3", b"\xff\xfehello\x80 w\xe2\x82orld", b"\xed\xa0\x80ok"]
     ids = tok(tf.constant(raw)).to_list()
-    expected = [reference("uncased").encode(r.decode("utf-8", "replace"),
-                                            add_special_tokens=False).ids for r in raw]
+    expected = [
+        reference("uncased").encode(r.decode("utf-8", "replace"), add_special_tokens=False).ids
+        for r in raw
+    ]
     assert ids == expected
 
 
@@ -344,8 +431,10 @@ def test_vocabulary_without_special_token(tmp_path, missing):
     tokens = [t for t in load_vocabulary(vocab_path("uncased")) if t != missing]
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    message = (rf"`vocabulary` is missing required special token '\{missing[:-1]}\]'\. "
-               rf"Received: vocabulary=.*vocab.txt \(30521 tokens\)\. Use an original BERT")
+    message = (
+        rf"`vocabulary` is missing required special token '\{missing[:-1]}\]'\. "
+        rf"Received: vocabulary=.*vocab.txt \(30521 tokens\)\. Use an original BERT"
+    )
     with pytest.raises(ValueError, match=message):
         BertTokenizer(path)
     with pytest.raises(ValueError, match="missing required special token"):
@@ -367,8 +456,20 @@ def test_bad_vocabulary_arguments(tmp_path):
 
 def test_vocabulary_quirks_follow_tokenizers(tmp_path):
     """Duplicate tokens (the last id wins), blank lines, trailing spaces and CRLF."""
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "hello", "",
-              "##s", "the ", "x"]
+    tokens = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "hello",
+        "world",
+        "hello",
+        "",
+        "##s",
+        "the ",
+        "x",
+    ]
     path = tmp_path / "vocab.txt"
     path.write_bytes("\r\n".join(tokens).encode())
     tok = BertTokenizer(path)
@@ -382,16 +483,26 @@ def test_check_vocabulary_size(tmp_path):
     tok = tokenizer("uncased")
     check_vocabulary_size(tok, 30522)
     check_vocabulary_size(vocab_path("cased"), 28996)
-    with pytest.raises(ValueError, match=r"vocabulary has 30522 tokens but the encoder's "
-                                         r"`vocabulary_size` is 1000"):
+    with pytest.raises(
+        ValueError,
+        match=r"vocabulary has 30522 tokens but the encoder's "
+        r"`vocabulary_size` is 1000",
+    ):
         check_vocabulary_size(tok, 1000)
 
 
 # --- presets, saving --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("preset, lowercase, size", [
-    ("bert_tiny_en_uncased", True, 30522), ("bert_base_en", False, 28996),
-    ("bert_base_multi", False, 119547), ("bert_base_zh", True, 21128)])
+
+@pytest.mark.parametrize(
+    "preset, lowercase, size",
+    [
+        ("bert_tiny_en_uncased", True, 30522),
+        ("bert_base_en", False, 28996),
+        ("bert_base_multi", False, 119547),
+        ("bert_base_zh", True, 21128),
+    ],
+)
 def test_from_preset(preset, lowercase, size):
     tok = BertTokenizer.from_preset(preset)
     assert tok.lowercase is lowercase and tok.vocabulary_size() == size
@@ -407,14 +518,16 @@ def test_from_preset_directory_with_mismatched_vocabulary(tmp_path):
     tokens = load_vocabulary(vocab_path("uncased"))[:1000]
     (tmp_path / "vocab.txt").write_text("\n".join(tokens) + "\n")
     presets.write_checksums(tmp_path)
-    with pytest.raises(ValueError, match="1000 tokens but the encoder's `vocabulary_size` is "
-                                         "30522"):
+    with pytest.raises(
+        ValueError, match="1000 tokens but the encoder's `vocabulary_size` is 30522"
+    ):
         BertTokenizer.from_preset(tmp_path)
 
 
 def test_config_round_trip_is_self_contained():
-    tok = BertTokenizer(vocab_path("cased"), lowercase=False, special_tokens_in_strings=False,
-                        name="tok")
+    tok = BertTokenizer(
+        vocab_path("cased"), lowercase=False, special_tokens_in_strings=False, name="tok"
+    )
     config = json.loads(json.dumps(tok.get_config()))
     assert config["vocabulary"][:2] == ["[PAD]", "[unused1]"]
     assert config["lowercase"] is False and config["special_tokens_in_strings"] is False

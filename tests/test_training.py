@@ -36,15 +36,17 @@ def test_zero_gradient_step_only_decays_kernels():
     kernel = keras.Variable(np.ones((2, 2), "float32"), name="kernel")
     bias = keras.Variable(np.ones((2,), "float32"), name="bias")
     optimizer = create_optimizer(0.1, total_steps=10, warmup_fraction=0.0, weight_decay=0.5)
-    optimizer.apply_gradients([(np.zeros((2, 2), "float32"), kernel),
-                               (np.zeros(2, "float32"), bias)])
+    optimizer.apply_gradients(
+        [(np.zeros((2, 2), "float32"), kernel), (np.zeros(2, "float32"), bias)]
+    )
     np.testing.assert_allclose(bias.numpy(), 1.0)
     np.testing.assert_allclose(kernel.numpy(), 1.0 - 0.1 * 0.5, rtol=1e-6)
 
 
 def test_global_norm_clipping():
-    optimizer = create_optimizer(1.0, total_steps=10, warmup_fraction=0.0, weight_decay=0.0,
-                                 optimizer="adamw")
+    optimizer = create_optimizer(
+        1.0, total_steps=10, warmup_fraction=0.0, weight_decay=0.0, optimizer="adamw"
+    )
     clipped = optimizer._clip_gradients([np.full((4,), 10.0, "float32")])
     assert float(np.linalg.norm(clipped[0])) == pytest.approx(1.0, rel=1e-5)
 
@@ -58,17 +60,24 @@ def test_gradient_accumulation_equals_one_big_batch(tiny_architecture):
     """Two accumulated batches of 4 take the step of one batch of 8 (BERT-large recipes
     rely on this to fit a large global batch)."""
     rng = np.random.default_rng(0)
-    x = {"token_ids": rng.integers(1, 1000, (8, 10)).astype("int32"),
-         "segment_ids": np.zeros((8, 10), "int32"), "padding_mask": np.ones((8, 10), "int32")}
+    x = {
+        "token_ids": rng.integers(1, 1000, (8, 10)).astype("int32"),
+        "segment_ids": np.zeros((8, 10), "int32"),
+        "padding_mask": np.ones((8, 10), "int32"),
+    }
     y = rng.integers(0, 2, 8)
     weights = []
     for batch_size, accumulation in ((8, None), (4, 2)):
         keras.utils.set_random_seed(0)
-        model = kbz.build_classifier(kbz.build_encoder(**tiny_architecture, dropout=0.0), 2,
-                                     dropout=0.0)
-        model.compile(create_optimizer(1e-3, total_steps=10, warmup_fraction=0.0,
-                                       gradient_accumulation_steps=accumulation),
-                      kbz.tasks.classifier_loss(2))
+        model = kbz.build_classifier(
+            kbz.build_encoder(**tiny_architecture, dropout=0.0), 2, dropout=0.0
+        )
+        model.compile(
+            create_optimizer(
+                1e-3, total_steps=10, warmup_fraction=0.0, gradient_accumulation_steps=accumulation
+            ),
+            kbz.tasks.classifier_loss(2),
+        )
         model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
         weights.append(model.get_layer("classifier_head").kernel.numpy())
     np.testing.assert_allclose(weights[1], weights[0], atol=1e-6)

@@ -33,7 +33,7 @@ from keras_bert_zoo.tokenization import SPECIAL_TOKENS, BertTokenizer  # noqa: E
 
 def _batches(lines, size):
     for start in range(0, len(lines), size):
-        yield lines[start:start + size]
+        yield lines[start : start + size]
 
 
 def compare(lines, vocab, lowercase, batch_size, keras_hub_too):
@@ -43,8 +43,12 @@ def compare(lines, vocab, lowercase, batch_size, keras_hub_too):
     ours_fn = tf.function(lambda x: ours.tokenize_with_offsets(x, unit="char"))
     if keras_hub_too:
         theirs = keras_hub.tokenizers.WordPieceTokenizer(
-            vocabulary=path, lowercase=lowercase, strip_accents=lowercase,
-            special_tokens=list(SPECIAL_TOKENS), special_tokens_in_strings=True)
+            vocabulary=path,
+            lowercase=lowercase,
+            strip_accents=lowercase,
+            special_tokens=list(SPECIAL_TOKENS),
+            special_tokens_in_strings=True,
+        )
         theirs_fn = tf.function(theirs.tokenize)  # the TensorFlow path, as in tf.data
     counts = {"lines": 0, "ids": 0, "offsets": 0, "keras_hub": 0}
     first_difference = None
@@ -64,18 +68,29 @@ def compare(lines, vocab, lowercase, batch_size, keras_hub_too):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
-                        help="folder with the corpora (default: ../shared/data)")
-    parser.add_argument("--vocab", nargs="*", default=list(VOCABULARIES),
-                        choices=list(VOCABULARIES))
-    parser.add_argument("--random", type=int, default=0, metavar="N",
-                        help="also N lines of seeded random Unicode (tests' generator)")
+    parser.add_argument(
+        "--data",
+        default=str(ROOT.parent / "shared" / "data"),
+        help="folder with the corpora (default: ../shared/data)",
+    )
+    parser.add_argument(
+        "--vocab", nargs="*", default=list(VOCABULARIES), choices=list(VOCABULARIES)
+    )
+    parser.add_argument(
+        "--random",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N lines of seeded random Unicode (tests' generator)",
+    )
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--no-keras-hub", action="store_true")
     args = parser.parse_args(argv)
     corpora = load_corpora(args.data, FULL_CORPORA)
-    header = (f"{'corpus':<16}{'vocabulary':<13}{'lines':>8}{'ids identical':>17}"
-              f"{'offsets identical':>20}{'keras-hub identical':>24}")
+    header = (
+        f"{'corpus':<16}{'vocabulary':<13}{'lines':>8}{'ids identical':>17}"
+        f"{'offsets identical':>20}{'keras-hub identical':>24}"
+    )
     print(header)
     print("-" * len(header))
     exit_code = 0
@@ -88,16 +103,20 @@ def main(argv=None):
             named["random-unicode"] = random_lines(args.random, vocab, seed=2024)
         for name, lines in named.items():
             started = time.time()
-            counts, difference = compare(lines, vocab, lowercase, args.batch_size,
-                                         not args.no_keras_hub)
+            counts, difference = compare(
+                lines, vocab, lowercase, args.batch_size, not args.no_keras_hub
+            )
             n = counts["lines"]
 
             def cell(key, width, n=n, counts=counts):
                 return f"{counts[key]:>{width - 10}} ({100 * counts[key] / max(n, 1):6.2f}%)"
 
             hub = cell("keras_hub", 24) if not args.no_keras_hub else f"{'-':>24}"
-            print(f"{name:<16}{vocab:<13}{n:>8}{cell('ids', 17)}{cell('offsets', 20)}{hub}"
-                  f"   [{time.time() - started:.0f} s]", flush=True)
+            print(
+                f"{name:<16}{vocab:<13}{n:>8}{cell('ids', 17)}{cell('offsets', 20)}{hub}"
+                f"   [{time.time() - started:.0f} s]",
+                flush=True,
+            )
             if counts["ids"] != n or counts["offsets"] != n:
                 exit_code = 1
                 if difference is not None:

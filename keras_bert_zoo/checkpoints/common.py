@@ -22,8 +22,13 @@ from keras_bert_zoo.tasks import build_task
 logger = logging.getLogger(__name__)
 
 MAX_PREDICTIONS = 20  # google-research/bert's default `max_predictions_per_seq`
-MLM_PATHS = ("mlm_head/dense/kernel", "mlm_head/dense/bias", "mlm_head/layer_norm/gamma",
-             "mlm_head/layer_norm/beta", "mlm_output_bias/bias")
+MLM_PATHS = (
+    "mlm_head/dense/kernel",
+    "mlm_head/dense/bias",
+    "mlm_head/layer_norm/gamma",
+    "mlm_head/layer_norm/beta",
+    "mlm_output_bias/bias",
+)
 NSP_PATHS = ("nsp_head/kernel", "nsp_head/bias")
 POOLER_PATHS = ("pooled_dense/kernel", "pooled_dense/bias")
 
@@ -69,8 +74,9 @@ def apply_rule(rule: str | None, arrays: list) -> np.ndarray:
     if rule == "concat":
         return np.concatenate(arrays, axis=-1)
     if rule == "merge_qkv":
-        return np.concatenate([a.reshape(a.shape[0], -1) if a.ndim == 3 else a.reshape(-1)
-                               for a in arrays], axis=-1)
+        return np.concatenate(
+            [a.reshape(a.shape[0], -1) if a.ndim == 3 else a.reshape(-1) for a in arrays], axis=-1
+        )
     if rule == "merge_output":
         return arrays[0].reshape(-1, arrays[0].shape[-1])
     raise ValueError(f"Unknown conversion rule {rule!r}.")
@@ -87,7 +93,8 @@ def map_tensors(table: list, tensors: dict, source_file) -> tuple[dict, dict, se
         if missing:
             raise ValueError(
                 f"{source_file}: variable {missing[0]} is missing from the checkpoint (needed "
-                f"for {ours}). Is it a complete BERT checkpoint of this architecture?")
+                f"for {ours}). Is it a complete BERT checkpoint of this architecture?"
+            )
         arrays = [np.asarray(tensors[name], dtype=np.float32) for name in names]
         converted[ours] = np.ascontiguousarray(apply_rule(rule, arrays))
         origins[ours] = " + ".join(names)
@@ -97,8 +104,11 @@ def map_tensors(table: list, tensors: dict, source_file) -> tuple[dict, dict, se
 
 def present_groups(groups: dict, tensors: dict) -> list:
     """Names of the head groups (`{group: table rows}`) that have any variable in `tensors`."""
-    return [group for group, rows in groups.items()
-            if any(name in tensors for _, names, _ in rows for name in names)]
+    return [
+        group
+        for group, rows in groups.items()
+        if any(name in tensors for _, names, _ in rows for name in names)
+    ]
 
 
 def _check_vocabulary(converted: Converted) -> None:
@@ -108,13 +118,15 @@ def _check_vocabulary(converted: Converted) -> None:
         raise ValueError(
             f"{converted.config_file} says vocab_size {converted.architecture['vocabulary_size']}"
             f" but variable {origin} in {converted.source_file} has {rows} rows. The config "
-            "and the checkpoint belong to different models.")
+            "and the checkpoint belong to different models."
+        )
     lines = len(load_vocabulary(converted.vocabulary))
     if lines != rows:
         raise ValueError(
             f"The vocabulary {converted.vocabulary} has {lines} tokens but variable {origin} in "
             f"{converted.source_file} has {rows} rows. Use the vocab.txt released with this "
-            "checkpoint.")
+            "checkpoint."
+        )
 
 
 def _check_shapes(model, converted: Converted) -> None:
@@ -125,7 +137,8 @@ def _check_shapes(model, converted: Converted) -> None:
                 f"{converted.source_file}: variable {converted.origins.get(variable.path)} has "
                 f"shape {tuple(value.shape)}, but the architecture in {converted.config_file} "
                 f"needs {tuple(variable.shape)} for {variable.path}. The config does not "
-                "describe this checkpoint.")
+                "describe this checkpoint."
+            )
 
 
 def build_converted_model(converted: Converted, heads: bool | None = None):
@@ -136,26 +149,34 @@ def build_converted_model(converted: Converted, heads: bool | None = None):
     if not heads:
         dropped = [p for p in (*MLM_PATHS, *NSP_PATHS) if tensors.pop(p, None) is not None]
         if dropped:
-            logger.info("%s: pretraining heads are not kept (encoder only).",
-                        converted.source_file)
+            logger.info("%s: pretraining heads are not kept (encoder only).", converted.source_file)
     encoder = build_encoder(**converted.architecture)
-    model = build_task("pretrainer", encoder, max_predictions=MAX_PREDICTIONS) if heads \
-        else encoder
+    model = build_task("pretrainer", encoder, max_predictions=MAX_PREDICTIONS) if heads else encoder
     _check_shapes(model, converted)
     new = {v.path for v in model.weights if v.path not in tensors}
     unexpected = new - set(converted.new)
     if unexpected:
-        raise ValueError(f"{converted.source_file}: no variable for {sorted(unexpected)[:5]}; "
-                         "the checkpoint is incomplete.")
+        raise ValueError(
+            f"{converted.source_file}: no variable for {sorted(unexpected)[:5]}; "
+            "the checkpoint is incomplete."
+        )
     if new:
-        logger.warning("%s lacks %s; they are newly initialised.", converted.source_file,
-                       ", ".join(sorted(new)))
+        logger.warning(
+            "%s lacks %s; they are newly initialised.",
+            converted.source_file,
+            ", ".join(sorted(new)),
+        )
     assign_weights(model.weights, tensors, converted.source_file, new_ok=new)
     return model
 
 
-def save_converted(converted: Converted, destination, overwrite: bool = False,
-                   heads: bool | None = None, metadata: dict | None = None) -> Path:
+def save_converted(
+    converted: Converted,
+    destination,
+    overwrite: bool = False,
+    heads: bool | None = None,
+    metadata: dict | None = None,
+) -> Path:
     """Builds the model, assigns the converted weights strictly, writes the preset directory.
 
     >>> save_converted(converted, "my_preset")  # task "pretrainer" if heads were converted
@@ -163,5 +184,11 @@ def save_converted(converted: Converted, destination, overwrite: bool = False,
     heads = converted.heads if heads is None else heads
     model = build_converted_model(converted, heads)
     metadata = {"provenance": converted.provenance, **(metadata or {})}
-    return save_preset(model, destination, vocabulary=converted.vocabulary,
-                       lowercase=converted.lowercase, metadata=metadata, overwrite=overwrite)
+    return save_preset(
+        model,
+        destination,
+        vocabulary=converted.vocabulary,
+        lowercase=converted.lowercase,
+        metadata=metadata,
+        overwrite=overwrite,
+    )

@@ -36,7 +36,6 @@ SOURCE_FORMATS = ("auto", "huggingface", "google", "keras_hub")
 TARGET_FORMATS = ("keras_bert_zoo", "huggingface")
 
 
-
 def _json_object(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -46,7 +45,7 @@ def _json_object(path: Path) -> dict:
 
 
 def detect_format(source) -> str:
-    """"keras_bert_zoo", "keras_hub", "huggingface" or "google", from the folder's files.
+    """ "keras_bert_zoo", "keras_hub", "huggingface" or "google", from the folder's files.
 
     >>> kbz.checkpoints.detect_format("uncased_L-12_H-768_A-12")
     'google'
@@ -64,13 +63,17 @@ def detect_format(source) -> str:
         return "huggingface"
     if (source / "bert_config.json").is_file() or any(source.glob("*.ckpt*.index")):
         return "google"
-    what = "has a config.json of no known format" if (source / "config.json").is_file() \
+    what = (
+        "has a config.json of no known format"
+        if (source / "config.json").is_file()
         else "has no config.json"
+    )
     raise ValueError(
         f"Cannot tell the checkpoint format of {source}: it {what} (expected: Hugging Face's "
         "config.json with model_type, or keras-hub's naming keras_hub>BertBackbone), no "
         "bert_config.json + bert_model.ckpt.* (Google's release) and no preset.json (a preset "
-        "directory). Pass the format with --from.")
+        "directory). Pass the format with --from."
+    )
 
 
 @contextlib.contextmanager
@@ -88,8 +91,10 @@ def _unpacked(source: Path):
 
 def _read(source: Path, source_format: str, allow_pickle: bool, vocab_file) -> Converted:
     if vocab_file is not None and source_format != "keras_hub":
-        raise ValueError("--vocab-file applies to keras-hub presets only; the other formats "
-                         "carry their vocabulary.")
+        raise ValueError(
+            "--vocab-file applies to keras-hub presets only; the other formats "
+            "carry their vocabulary."
+        )
     if source_format == "google":
         return read_google(source)
     if source_format == "huggingface":
@@ -97,9 +102,15 @@ def _read(source: Path, source_format: str, allow_pickle: bool, vocab_file) -> C
     return read_keras_hub(source, vocab_file)
 
 
-def convert(source, destination, source_format: str = "auto",
-            target_format: str = "keras_bert_zoo", overwrite: bool = False,
-            allow_pickle: bool = False, vocab_file=None) -> Path:
+def convert(
+    source,
+    destination,
+    source_format: str = "auto",
+    target_format: str = "keras_bert_zoo",
+    overwrite: bool = False,
+    allow_pickle: bool = False,
+    vocab_file=None,
+) -> Path:
     """Converts `source` to a preset directory (or a Hugging Face directory) at `destination`.
 
     Args:
@@ -123,8 +134,10 @@ def convert(source, destination, source_format: str = "auto",
         found = detect_format(folder) if source_format == "auto" else source_format
         if found == "keras_bert_zoo":
             if target_format != "huggingface":
-                raise ValueError(f"{source} is already a preset directory; use --to huggingface "
-                                 "to export it, or copy it.")
+                raise ValueError(
+                    f"{source} is already a preset directory; use --to huggingface "
+                    "to export it, or copy it."
+                )
             return export_huggingface(folder, destination, overwrite)
         converted = _read(folder, found, allow_pickle, vocab_file)
         converted.provenance = f"Converted ({found} format) from {source.resolve()}."

@@ -24,14 +24,30 @@ from keras_bert_zoo.saving.vocabulary import is_uncased
 logger = logging.getLogger(__name__)
 
 _KNOWN_CONFIG_KEYS = {
-    "attention_probs_dropout_prob", "directionality", "hidden_act", "hidden_dropout_prob",
-    "hidden_size", "initializer_range", "intermediate_size", "max_position_embeddings",
-    "num_attention_heads", "num_hidden_layers", "pooler_fc_size", "pooler_num_attention_heads",
-    "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "type_vocab_size",
+    "attention_probs_dropout_prob",
+    "directionality",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "hidden_size",
+    "initializer_range",
+    "intermediate_size",
+    "max_position_embeddings",
+    "num_attention_heads",
+    "num_hidden_layers",
+    "pooler_fc_size",
+    "pooler_num_attention_heads",
+    "pooler_num_fc_layers",
+    "pooler_size_per_head",
+    "pooler_type",
+    "type_vocab_size",
     "vocab_size",
 }
-_FOREIGN_CONFIG_KEYS = {"embedding_size": "ALBERT", "num_hidden_groups": "ALBERT",
-                        "inner_group_num": "ALBERT", "model_type": "a non-Google format"}
+_FOREIGN_CONFIG_KEYS = {
+    "embedding_size": "ALBERT",
+    "num_hidden_groups": "ALBERT",
+    "inner_group_num": "ALBERT",
+    "model_type": "a non-Google format",
+}
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")
 
 
@@ -53,19 +69,32 @@ def google_name_table(num_layers: int) -> list:
         ("pooled_dense/kernel", ["bert/pooler/dense/kernel"], None),
         ("pooled_dense/bias", ["bert/pooler/dense/bias"], None),
     ]
-    pairs = [("attention_output", "attention/output/dense"),
-             ("intermediate", "intermediate/dense"), ("output_dense", "output/dense")]
-    norms = [("attention_layer_norm", "attention/output/LayerNorm"),
-             ("output_layer_norm", "output/LayerNorm")]
+    pairs = [
+        ("attention_output", "attention/output/dense"),
+        ("intermediate", "intermediate/dense"),
+        ("output_dense", "output/dense"),
+    ]
+    norms = [
+        ("attention_layer_norm", "attention/output/LayerNorm"),
+        ("output_layer_norm", "output/LayerNorm"),
+    ]
     for i in range(num_layers):
         ours, google = f"transformer_layer_{i}", f"bert/encoder/layer_{i}"
         qkv = [f"{google}/attention/self/{part}" for part in ("query", "key", "value")]
-        rows += [(f"{ours}/attention_qkv/{kind}", [f"{q}/{kind}" for q in qkv], "concat")
-                 for kind in ("kernel", "bias")]
-        rows += [(f"{ours}/{a}/{kind}", [f"{google}/{b}/{kind}"], None)
-                 for a, b in pairs for kind in ("kernel", "bias")]
-        rows += [(f"{ours}/{a}/{kind}", [f"{google}/{b}/{kind}"], None)
-                 for a, b in norms for kind in ("gamma", "beta")]
+        rows += [
+            (f"{ours}/attention_qkv/{kind}", [f"{q}/{kind}" for q in qkv], "concat")
+            for kind in ("kernel", "bias")
+        ]
+        rows += [
+            (f"{ours}/{a}/{kind}", [f"{google}/{b}/{kind}"], None)
+            for a, b in pairs
+            for kind in ("kernel", "bias")
+        ]
+        rows += [
+            (f"{ours}/{a}/{kind}", [f"{google}/{b}/{kind}"], None)
+            for a, b in norms
+            for kind in ("gamma", "beta")
+        ]
     return rows
 
 
@@ -76,33 +105,45 @@ def google_head_tables() -> dict:
     is transposed to our `[hidden, 2]` kernel.
     """
     transform = "cls/predictions/transform"
-    mlm_sources = [f"{transform}/dense/kernel", f"{transform}/dense/bias",
-                   f"{transform}/LayerNorm/gamma", f"{transform}/LayerNorm/beta",
-                   "cls/predictions/output_bias"]
+    mlm_sources = [
+        f"{transform}/dense/kernel",
+        f"{transform}/dense/bias",
+        f"{transform}/LayerNorm/gamma",
+        f"{transform}/LayerNorm/beta",
+        "cls/predictions/output_bias",
+    ]
     return {
         "mlm": [(ours, [name], None) for ours, name in zip(MLM_PATHS, mlm_sources, strict=True)],
-        "nsp": [(NSP_PATHS[0], ["cls/seq_relationship/output_weights"], "transpose"),
-                (NSP_PATHS[1], ["cls/seq_relationship/output_bias"], None)],
+        "nsp": [
+            (NSP_PATHS[0], ["cls/seq_relationship/output_weights"], "transpose"),
+            (NSP_PATHS[1], ["cls/seq_relationship/output_bias"], None),
+        ],
     }
 
 
 def read_google_config(path: Path) -> dict:
     """Our architecture from `bert_config.json` (always the tanh GELU of Google's code)."""
     if not path.is_file():
-        raise ValueError(f"{path.parent} has no bert_config.json; expected Google's BERT "
-                         "release layout (bert_config.json, bert_model.ckpt.*, vocab.txt).")
+        raise ValueError(
+            f"{path.parent} has no bert_config.json; expected Google's BERT "
+            "release layout (bert_config.json, bert_model.ckpt.*, vocab.txt)."
+        )
     config = json.loads(path.read_text())
     foreign = sorted(k for k in config if k in _FOREIGN_CONFIG_KEYS)
     if foreign:
         kind = _FOREIGN_CONFIG_KEYS[foreign[0]]
-        raise ValueError(f"{path}: keys {foreign} belong to another architecture ({kind}), "
-                         "not Google's BERT; only BERT checkpoints convert.")
+        raise ValueError(
+            f"{path}: keys {foreign} belong to another architecture ({kind}), "
+            "not Google's BERT; only BERT checkpoints convert."
+        )
     unknown = sorted(set(config) - _KNOWN_CONFIG_KEYS)
     if unknown:
         logger.warning("%s: ignoring unknown keys %s.", path, unknown)
     if config.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"{path}: hidden_act '{config['hidden_act']}' is not supported; "
-                         "Google's BERT uses 'gelu' (computed with the tanh approximation).")
+        raise ValueError(
+            f"{path}: hidden_act '{config['hidden_act']}' is not supported; "
+            "Google's BERT uses 'gelu' (computed with the tanh approximation)."
+        )
     return {
         "vocabulary_size": config["vocab_size"],
         "num_layers": config["num_hidden_layers"],
@@ -126,8 +167,10 @@ def checkpoint_prefix(source: Path) -> Path:
         return Path(tf.train.latest_checkpoint(str(source)))
     indexes = sorted(source.glob("*.index"))
     if len(indexes) != 1:
-        raise ValueError(f"{source}: expected one TF1 checkpoint (bert_model.ckpt.index and "
-                         f".data-*), found {[p.name for p in indexes] or 'none'}.")
+        raise ValueError(
+            f"{source}: expected one TF1 checkpoint (bert_model.ckpt.index and "
+            f".data-*), found {[p.name for p in indexes] or 'none'}."
+        )
     return indexes[0].with_suffix("")
 
 
@@ -139,8 +182,10 @@ def read_checkpoint(prefix: Path) -> dict:
         reader = tf.train.load_checkpoint(str(prefix))
         names = sorted(reader.get_variable_to_shape_map())
     except (tf.errors.OpError, ValueError, IndexError) as error:
-        raise ValueError(f"Cannot read the TF1 checkpoint {prefix}.index: {error}. The file is "
-                         "truncated or not a TensorFlow checkpoint; fetch it again.") from error
+        raise ValueError(
+            f"Cannot read the TF1 checkpoint {prefix}.index: {error}. The file is "
+            "truncated or not a TensorFlow checkpoint; fetch it again."
+        ) from error
     tensors = {}
     for name in names:
         if name == "global_step" or name.endswith(_OPTIMIZER_SUFFIXES):
@@ -149,18 +194,25 @@ def read_checkpoint(prefix: Path) -> dict:
             tensors[name] = reader.get_tensor(name)
         except (tf.errors.OpError, ValueError, IndexError) as error:  # short reads: IndexError
             data = sorted(p.name for p in prefix.parent.glob(prefix.name + ".data-*"))
-            raise ValueError(f"Cannot read variable {name} from {prefix.parent / data[0]} "
-                             f"(checkpoint {prefix}): {error}. The file is truncated or "
-                             "corrupted; fetch the checkpoint again.") from error
+            raise ValueError(
+                f"Cannot read variable {name} from {prefix.parent / data[0]} "
+                f"(checkpoint {prefix}): {error}. The file is truncated or "
+                "corrupted; fetch the checkpoint again."
+            ) from error
     return tensors
 
 
 def _foreign_error(unused: list, source_file: Path) -> ValueError:
-    hint = " (a TF2 object-based checkpoint, not Google's TF1 format)" if any(
-        ".ATTRIBUTES" in name for name in unused) else ""
-    return ValueError(f"{source_file}: variables {unused[:5]} are not BERT variables{hint}; "
-                      "the checkpoint is another architecture (e.g. ALBERT or RoBERTa) or has "
-                      "extra task heads. Nothing was written.")
+    hint = (
+        " (a TF2 object-based checkpoint, not Google's TF1 format)"
+        if any(".ATTRIBUTES" in name for name in unused)
+        else ""
+    )
+    return ValueError(
+        f"{source_file}: variables {unused[:5]} are not BERT variables{hint}; "
+        "the checkpoint is another architecture (e.g. ALBERT or RoBERTa) or has "
+        "extra task heads. Nothing was written."
+    )
 
 
 def read_google(source) -> Converted:
@@ -169,8 +221,9 @@ def read_google(source) -> Converted:
     architecture = read_google_config(source / "bert_config.json")
     vocabulary = source / "vocab.txt"
     if not vocabulary.is_file():
-        raise ValueError(f"{source} has no vocab.txt; use the vocabulary released with this "
-                         "checkpoint.")
+        raise ValueError(
+            f"{source} has no vocab.txt; use the vocabulary released with this checkpoint."
+        )
     prefix = checkpoint_prefix(source)
     tensors = read_checkpoint(prefix)
     source_file = Path(f"{prefix}.index")
@@ -184,18 +237,41 @@ def read_google(source) -> Converted:
         raise _foreign_error(unused, source_file)
     converted, origins, _ = map_tensors(table, tensors, source_file)
     heads = bool(present)
-    new = {p for group, paths in (("mlm", MLM_PATHS), ("nsp", NSP_PATHS))
-           if group not in present for p in paths} if heads else set()
+    new = (
+        {
+            p
+            for group, paths in (("mlm", MLM_PATHS), ("nsp", NSP_PATHS))
+            if group not in present
+            for p in paths
+        }
+        if heads
+        else set()
+    )
     if not heads:
-        logger.warning("%s holds no pretraining heads (cls/*): the preset is an encoder.",
-                       source_file)
-    return Converted(architecture, converted, origins, vocabulary, is_uncased(vocabulary),
-                     source_file, source / "bert_config.json", heads, new,
-                     f"Converted from Google's TF1 BERT checkpoint {prefix.resolve()}.")
+        logger.warning(
+            "%s holds no pretraining heads (cls/*): the preset is an encoder.", source_file
+        )
+    return Converted(
+        architecture,
+        converted,
+        origins,
+        vocabulary,
+        is_uncased(vocabulary),
+        source_file,
+        source / "bert_config.json",
+        heads,
+        new,
+        f"Converted from Google's TF1 BERT checkpoint {prefix.resolve()}.",
+    )
 
 
-def convert_google(source, destination, overwrite: bool = False, heads: bool | None = None,
-                   metadata: dict | None = None) -> Path:
+def convert_google(
+    source,
+    destination,
+    overwrite: bool = False,
+    heads: bool | None = None,
+    metadata: dict | None = None,
+) -> Path:
     """Converts Google's TF1 BERT checkpoint folder to a preset directory.
 
     With the `cls/*` heads it is a "pretrainer" preset (`kbz.from_preset(dir)` still gives

@@ -27,8 +27,11 @@ logger = logging.getLogger(__name__)
 # Hugging Face `hidden_act` -> our `gelu_approximate`.
 HF_ACTIVATIONS = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True}
 # Buffers and tied copies, not weights of their own.
-_HF_IGNORED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
-               "cls.predictions.decoder.bias")
+_HF_IGNORED = (
+    "embeddings.position_ids",
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+)
 
 
 def huggingface_name_table(num_layers: int) -> list:
@@ -53,11 +56,17 @@ def huggingface_name_table(num_layers: int) -> list:
         rows += [
             (f"{ours}/attention_qkv/kernel", [f"{q}.weight" for q in qkv], "qkv"),
             (f"{ours}/attention_qkv/bias", [f"{q}.bias" for q in qkv], "qkv"),
-            (f"{ours}/attention_output/kernel", [f"{hf}.attention.output.dense.weight"],
-             "transpose"),
+            (
+                f"{ours}/attention_output/kernel",
+                [f"{hf}.attention.output.dense.weight"],
+                "transpose",
+            ),
             (f"{ours}/attention_output/bias", [f"{hf}.attention.output.dense.bias"], None),
-            (f"{ours}/attention_layer_norm/gamma", [f"{hf}.attention.output.LayerNorm.weight"],
-             None),
+            (
+                f"{ours}/attention_layer_norm/gamma",
+                [f"{hf}.attention.output.LayerNorm.weight"],
+                None,
+            ),
             (f"{ours}/attention_layer_norm/beta", [f"{hf}.attention.output.LayerNorm.bias"], None),
             (f"{ours}/intermediate/kernel", [f"{hf}.intermediate.dense.weight"], "transpose"),
             (f"{ours}/intermediate/bias", [f"{hf}.intermediate.dense.bias"], None),
@@ -72,8 +81,10 @@ def huggingface_name_table(num_layers: int) -> list:
 def huggingface_head_tables() -> dict:
     """Rows of the optional parts: `pooler`, `mlm` (`cls.predictions.*`), `nsp` (NSP head)."""
     return {
-        "pooler": [("pooled_dense/kernel", ["pooler.dense.weight"], "transpose"),
-                   ("pooled_dense/bias", ["pooler.dense.bias"], None)],
+        "pooler": [
+            ("pooled_dense/kernel", ["pooler.dense.weight"], "transpose"),
+            ("pooled_dense/bias", ["pooler.dense.bias"], None),
+        ],
         "mlm": [
             ("mlm_head/dense/kernel", ["cls.predictions.transform.dense.weight"], "transpose"),
             ("mlm_head/dense/bias", ["cls.predictions.transform.dense.bias"], None),
@@ -81,8 +92,10 @@ def huggingface_head_tables() -> dict:
             ("mlm_head/layer_norm/beta", ["cls.predictions.transform.LayerNorm.bias"], None),
             ("mlm_output_bias/bias", ["cls.predictions.bias"], None),
         ],
-        "nsp": [("nsp_head/kernel", ["cls.seq_relationship.weight"], "transpose"),
-                ("nsp_head/bias", ["cls.seq_relationship.bias"], None)],
+        "nsp": [
+            ("nsp_head/kernel", ["cls.seq_relationship.weight"], "transpose"),
+            ("nsp_head/bias", ["cls.seq_relationship.bias"], None),
+        ],
     }
 
 
@@ -91,9 +104,10 @@ def _normalize_hf_names(tensors: dict) -> dict:
     out = {}
     for name, value in tensors.items():
         if name.startswith("bert."):
-            name = name[len("bert."):]
+            name = name[len("bert.") :]
         name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-            "LayerNorm.beta", "LayerNorm.bias")
+            "LayerNorm.beta", "LayerNorm.bias"
+        )
         out[name] = value
     return out
 
@@ -102,19 +116,27 @@ def read_huggingface_config(source: Path) -> tuple[dict, bool]:
     """`(architecture, lowercase)` from a Hugging Face BERT directory's JSON files."""
     config_path = source / "config.json"
     if not config_path.is_file():
-        raise ValueError(f"{source} has no config.json; expected a Hugging Face BERT directory "
-                         "(config.json + model.safetensors + vocab.txt).")
+        raise ValueError(
+            f"{source} has no config.json; expected a Hugging Face BERT directory "
+            "(config.json + model.safetensors + vocab.txt)."
+        )
     config = json.loads(config_path.read_text())
     if config.get("model_type", "bert") != "bert":
-        raise ValueError(f"{config_path}: model_type is '{config.get('model_type')}', not "
-                         "'bert'. Only BERT checkpoints convert (another architecture).")
+        raise ValueError(
+            f"{config_path}: model_type is '{config.get('model_type')}', not "
+            "'bert'. Only BERT checkpoints convert (another architecture)."
+        )
     activation = config.get("hidden_act", "gelu")
     if activation not in HF_ACTIVATIONS:
-        raise ValueError(f"{config_path}: hidden_act '{activation}' is not supported; expected "
-                         f"one of {sorted(HF_ACTIVATIONS)}.")
+        raise ValueError(
+            f"{config_path}: hidden_act '{activation}' is not supported; expected "
+            f"one of {sorted(HF_ACTIVATIONS)}."
+        )
     if abs(float(config.get("layer_norm_eps", 1e-12)) - 1e-12) > 1e-15:
-        raise ValueError(f"{config_path}: layer_norm_eps {config['layer_norm_eps']} differs "
-                         "from BERT's 1e-12, which this package fixes.")
+        raise ValueError(
+            f"{config_path}: layer_norm_eps {config['layer_norm_eps']} differs "
+            "from BERT's 1e-12, which this package fixes."
+        )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(f"{config_path}: only absolute position embeddings are supported.")
     architecture = {
@@ -142,8 +164,10 @@ def _read_pickle(path: Path) -> dict:
     try:
         import torch  # optional (the `reference` extra); only for opted-in pickle files
     except ImportError as error:
-        raise ValueError(f"Reading {path} (pickle) needs PyTorch; install torch, or convert it "
-                         "to safetensors elsewhere.") from error
+        raise ValueError(
+            f"Reading {path} (pickle) needs PyTorch; install torch, or convert it "
+            "to safetensors elsewhere."
+        ) from error
     logger.warning("Loading pickle file %s because allow_pickle=True.", path)
     state = torch.load(path, map_location="cpu", weights_only=True)
     return {name: value.float().numpy() for name, value in state.items()}
@@ -159,9 +183,15 @@ def read_huggingface_weights(source: Path, allow_pickle: bool = False) -> tuple[
             tensors.update(_read_pickle(path))
         return _normalize_hf_names(tensors), pickled[0]
     if not files:
-        hint = (f" It holds {[p.name for p in pickled]}: pickle files run code when loaded and "
+        hint = (
+            (
+                f" It holds {[p.name for p in pickled]}: pickle files run code when loaded and "
                 "are refused; convert them to safetensors in a sandbox first, or pass "
-                "--allow-pickle (allow_pickle=True) if you trust them.") if pickled else ""
+                "--allow-pickle (allow_pickle=True) if you trust them."
+            )
+            if pickled
+            else ""
+        )
         raise ValueError(f"{source} has no model.safetensors.{hint}")
     tensors = {}
     for path in files:
@@ -172,16 +202,21 @@ def read_huggingface_weights(source: Path, allow_pickle: bool = False) -> tuple[
 def _check_tied_decoder(tensors: dict, source_file: Path) -> None:
     decoder = tensors.get("cls.predictions.decoder.weight")
     if decoder is not None and not np.array_equal(
-            decoder, tensors.get("embeddings.word_embeddings.weight")):
-        raise ValueError(f"{source_file}: cls.predictions.decoder.weight differs from "
-                         "embeddings.word_embeddings.weight; only BERT's tied decoder converts.")
+        decoder, tensors.get("embeddings.word_embeddings.weight")
+    ):
+        raise ValueError(
+            f"{source_file}: cls.predictions.decoder.weight differs from "
+            "embeddings.word_embeddings.weight; only BERT's tied decoder converts."
+        )
     bias = tensors.get("cls.predictions.decoder.bias")
     if bias is not None:
         if "cls.predictions.bias" not in tensors:
             tensors["cls.predictions.bias"] = bias
         elif not np.array_equal(bias, tensors["cls.predictions.bias"]):
-            raise ValueError(f"{source_file}: cls.predictions.decoder.bias differs from "
-                             "cls.predictions.bias; only BERT's tied output bias converts.")
+            raise ValueError(
+                f"{source_file}: cls.predictions.decoder.bias differs from "
+                "cls.predictions.bias; only BERT's tied output bias converts."
+            )
 
 
 def read_huggingface(source, allow_pickle: bool = False) -> Converted:
@@ -200,23 +235,38 @@ def read_huggingface(source, allow_pickle: bool = False) -> Converted:
     converted, origins, used = map_tensors(table, tensors, source_file)
     unused = sorted(set(tensors) - used - set(_HF_IGNORED))
     if unused:
-        raise ValueError(f"{source_file}: variables {unused[:5]} are not BERT encoder variables "
-                         "or pretraining heads (another architecture, e.g. RoBERTa or ALBERT, "
-                         "or a task head?); nothing was written.")
+        raise ValueError(
+            f"{source_file}: variables {unused[:5]} are not BERT encoder variables "
+            "or pretraining heads (another architecture, e.g. RoBERTa or ALBERT, "
+            "or a task head?); nothing was written."
+        )
     heads = "mlm" in present or "nsp" in present
     new = set() if "pooler" in present else set(POOLER_PATHS)
     if heads and "nsp" not in present:
         new |= set(NSP_PATHS)  # BertForMaskedLM
     if not heads:
-        logger.warning("%s holds no pretraining heads (a BertModel): the preset is an encoder; "
-                       "task='pretrainer' gets new MLM/NSP heads.", source_file)
-    return Converted(architecture, converted, origins, source / "vocab.txt", lowercase,
-                     source_file, source / "config.json", heads, new,
-                     f"Converted from the Hugging Face checkpoint {source.resolve()}.")
+        logger.warning(
+            "%s holds no pretraining heads (a BertModel): the preset is an encoder; "
+            "task='pretrainer' gets new MLM/NSP heads.",
+            source_file,
+        )
+    return Converted(
+        architecture,
+        converted,
+        origins,
+        source / "vocab.txt",
+        lowercase,
+        source_file,
+        source / "config.json",
+        heads,
+        new,
+        f"Converted from the Hugging Face checkpoint {source.resolve()}.",
+    )
 
 
-def convert_huggingface(source, destination, overwrite: bool = False,
-                        allow_pickle: bool = False) -> Path:
+def convert_huggingface(
+    source, destination, overwrite: bool = False, allow_pickle: bool = False
+) -> Path:
     """Converts a Hugging Face BERT directory to a preset directory.
 
     `BertForPreTraining` / `BertForMaskedLM` give a "pretrainer" preset (MLM and NSP heads;

@@ -22,8 +22,13 @@ from keras_bert_zoo.saving.preset import read_preset_directory, read_preset_weig
 
 logger = logging.getLogger(__name__)
 
-_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
-                   "cls_token": "[CLS]", "mask_token": "[MASK]"}
+_SPECIAL_TOKENS = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
 
 
 def split_rule(rule: str | None, array: np.ndarray) -> list:
@@ -76,20 +81,27 @@ def huggingface_tensors(tensors: dict, num_layers: int, heads: bool) -> dict:
     used = {ours for ours, _, _ in rows}
     dropped = sorted(set(tensors) - used)
     if dropped:
-        logger.warning("Not exported (no BertModel/BertForPreTraining counterpart): %s",
-                       ", ".join(dropped[:6]))
+        logger.warning(
+            "Not exported (no BertModel/BertForPreTraining counterpart): %s", ", ".join(dropped[:6])
+        )
     return out
 
 
 def _write(staging: Path, config, tensors: dict, heads: bool) -> None:
     architecture = config.architecture
     (staging / "config.json").write_text(
-        json.dumps(huggingface_config(architecture, heads), indent=2) + "\n")
+        json.dumps(huggingface_config(architecture, heads), indent=2) + "\n"
+    )
     save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
     shutil.copyfile(config.vocabulary_path, staging / "vocab.txt")
-    tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": config.lowercase,
-                 "strip_accents": None, "tokenize_chinese_chars": True,
-                 "model_max_length": architecture["max_sequence_length"], **_SPECIAL_TOKENS}
+    tokenizer = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": config.lowercase,
+        "strip_accents": None,
+        "tokenize_chinese_chars": True,
+        "model_max_length": architecture["max_sequence_length"],
+        **_SPECIAL_TOKENS,
+    }
     (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer, indent=2) + "\n")
     (staging / "special_tokens_map.json").write_text(json.dumps(_SPECIAL_TOKENS, indent=2) + "\n")
 
@@ -102,15 +114,19 @@ def export_huggingface(preset, destination, overwrite: bool = False) -> Path:
     """
     config = read_preset_directory(preset)
     if config.weights_path is None or not config.weights_path.is_file():
-        raise ValueError(f"Preset '{config.name}' has no weights on this machine; load it once "
-                         "with kbz.from_preset (downloads) or convert a checkpoint first.")
+        raise ValueError(
+            f"Preset '{config.name}' has no weights on this machine; load it once "
+            "with kbz.from_preset (downloads) or convert a checkpoint first."
+        )
     tensors = read_preset_weights(config)
     heads = config.task == "pretrainer" and "mlm_head/dense/kernel" in tensors
     hf_tensors = huggingface_tensors(tensors, config.architecture["num_layers"], heads)
     destination = Path(destination)
     if destination.exists() and not overwrite:
-        raise ValueError(f"{destination} already exists. Choose a new directory or pass "
-                         "overwrite=True (--overwrite).")
+        raise ValueError(
+            f"{destination} already exists. Choose a new directory or pass "
+            "overwrite=True (--overwrite)."
+        )
     with staged_directory(destination) as staging:
         _write(staging, config, hf_tensors, heads)
     logger.info("Wrote %s (%s).", destination, "BertForPreTraining" if heads else "BertModel")

@@ -70,11 +70,13 @@ def read_lines(path: PathLike, what: str) -> list[str]:
         with open(path, encoding="utf-8", newline="\n") as handle:
             lines = [line.rstrip("\r\n") for line in handle]
     except UnicodeDecodeError as error:
-        raise file_error(path, None, f"is not UTF-8 text ({error})",
-                         "Re-save the file as UTF-8.") from error
+        raise file_error(
+            path, None, f"is not UTF-8 text ({error})", "Re-save the file as UTF-8."
+        ) from error
     if not any(line.strip() for line in lines):
-        raise file_error(path, None, f"is empty; expected {what}",
-                         "Check the path, or regenerate the file.")
+        raise file_error(
+            path, None, f"is empty; expected {what}", "Check the path, or regenerate the file."
+        )
     return lines
 
 
@@ -104,18 +106,29 @@ def tag_vocabulary(tags: Iterable[str]) -> list[str]:
     prefixes = "BIES" if any(tag[:1] in "ES" for tag in typed) else "BI"
     others |= {f"{prefix}-{tag[2:]}" for tag in typed for prefix in prefixes}
     order = {prefix: i for i, prefix in enumerate("BIES")}
-    return ["O"] + sorted(others, key=lambda tag: (tag[2:], order[tag[0]]) if tag in others
-                          and tag[1:2] == "-" and tag[:1] in order else (tag, -1))
+    return ["O"] + sorted(
+        others,
+        key=lambda tag: (
+            (tag[2:], order[tag[0]])
+            if tag in others and tag[1:2] == "-" and tag[:1] in order
+            else (tag, -1)
+        ),
+    )
 
 
-def encode_labels(path: PathLike, values: Sequence[tuple[int, str]],
-                  names: Sequence[str], what: str = "label") -> np.ndarray:
+def encode_labels(
+    path: PathLike, values: Sequence[tuple[int, str]], names: Sequence[str], what: str = "label"
+) -> np.ndarray:
     """int32 ids of `(line, label)` pairs in `names`; an unknown label names file and line."""
     index = {name: i for i, name in enumerate(names)}
     for line, value in values:
         if value not in index:
-            raise file_error(path, line, f"{what} {value!r} is not one of the training {what}s "
-                             f"{list(names)}", f"Fix the {what}, or train on data that has it.")
+            raise file_error(
+                path,
+                line,
+                f"{what} {value!r} is not one of the training {what}s {list(names)}",
+                f"Fix the {what}, or train on data that has it.",
+            )
     return np.array([index[value] for _, value in values], dtype=np.int32)
 
 
@@ -123,15 +136,24 @@ def _column_index(path, header, column, line_number) -> int:
     if isinstance(column, int):
         return column
     if header is None or column not in header:
-        raise file_error(path, line_number, f"no column named {column!r} (header: {header})",
-                         "Pass the column's name as in the header, or its 0-based index.")
+        raise file_error(
+            path,
+            line_number,
+            f"no column named {column!r} (header: {header})",
+            "Pass the column's name as in the header, or its 0-based index.",
+        )
     return header.index(column)
 
 
-def read_glue_tsv(path: PathLike, text_columns: Sequence[str | int] = ("sentence",),
-                  label_column: str | int | None = "label", *, has_header: bool = True,
-                  label_names: Sequence[str] | None = None,
-                  regression: bool = False) -> ClassificationData:
+def read_glue_tsv(
+    path: PathLike,
+    text_columns: Sequence[str | int] = ("sentence",),
+    label_column: str | int | None = "label",
+    *,
+    has_header: bool = True,
+    label_names: Sequence[str] | None = None,
+    regression: bool = False,
+) -> ClassificationData:
     """Reads a GLUE-style TSV: one or two text columns and an optional label column.
 
     >>> train = kbz.data.read_glue_tsv("examples/data/sst2_sample.tsv")
@@ -148,19 +170,22 @@ def read_glue_tsv(path: PathLike, text_columns: Sequence[str | int] = ("sentence
         columns.append(_column_index(path, header, label_column, 1))
     width = len(header) if header else len(lines[0].split("\t"))
     examples = []
-    for number, line in enumerate(lines[first - 1:], start=first):
+    for number, line in enumerate(lines[first - 1 :], start=first):
         if not line.strip():
             continue
         fields = line.split("\t")
         if len(fields) != width:
-            raise file_error(path, number, f"has {len(fields)} TAB-separated columns, expected "
-                             f"{width}", "Remove stray TABs inside the text, or fix the row.")
+            raise file_error(
+                path,
+                number,
+                f"has {len(fields)} TAB-separated columns, expected {width}",
+                "Remove stray TABs inside the text, or fix the row.",
+            )
         texts = [fields[c] for c in columns[: len(text_columns)]]
         label = fields[columns[-1]].strip() if label_column is not None else None
         if label == "":
             raise file_error(path, number, "has an empty label", "Fill in the label column.")
-        examples.append(TextExample(texts[0], texts[1] if len(texts) == 2 else None, label,
-                                    number))
+        examples.append(TextExample(texts[0], texts[1] if len(texts) == 2 else None, label, number))
     if not examples:
         raise file_error(path, None, "has a header but no examples", "Check the file.")
     return _encode_classification(path, examples, label_column, label_names, regression)
@@ -169,23 +194,33 @@ def read_glue_tsv(path: PathLike, text_columns: Sequence[str | int] = ("sentence
 def _encode_classification(path, examples, label_column, label_names, regression):
     pairs = [(e.line, e.label) for e in examples]
     if label_column is None:
-        return ClassificationData(os.fspath(path), examples, list(label_names or []),
-                                  np.zeros([0], np.int32))
+        return ClassificationData(
+            os.fspath(path), examples, list(label_names or []), np.zeros([0], np.int32)
+        )
     if regression:
         values = []
         for line, value in pairs:
             try:
                 values.append(float(value))
             except ValueError:
-                raise file_error(path, line, f"label {value!r} is not a number",
-                                 "Regression labels must be numbers.") from None
+                raise file_error(
+                    path,
+                    line,
+                    f"label {value!r} is not a number",
+                    "Regression labels must be numbers.",
+                ) from None
         return ClassificationData(os.fspath(path), examples, [], np.array(values, np.float32))
     names = list(label_names) if label_names is not None else sorted_labels(v for _, v in pairs)
     return ClassificationData(os.fspath(path), examples, names, encode_labels(path, pairs, names))
 
 
-def read_conll(path: PathLike, *, tag_names: Sequence[str] | None = None,
-               word_column: int = 0, tag_column: int = -1) -> TaggingData:
+def read_conll(
+    path: PathLike,
+    *,
+    tag_names: Sequence[str] | None = None,
+    word_column: int = 0,
+    tag_column: int = -1,
+) -> TaggingData:
     """Reads a CoNLL file: `word<TAB>tag` (or more columns) per line, blank lines between
     sentences (a whitespace-only line, such as a lone TAB, also separates; `-DOCSTART-` lines
     are skipped). Every line must have as many columns as the first one.
@@ -199,23 +234,34 @@ def read_conll(path: PathLike, *, tag_names: Sequence[str] | None = None,
     for number, line in enumerate(lines + [""], start=1):
         if not line.strip() or line.startswith("-DOCSTART-"):
             if current:
-                sentences.append(TaggedSentence([w for w, _, _ in current],
-                                                [t for _, t, _ in current], current[0][2]))
+                sentences.append(
+                    TaggedSentence(
+                        [w for w, _, _ in current], [t for _, t, _ in current], current[0][2]
+                    )
+                )
             current = []
             continue
         fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
         width = width or len(fields)
         if len(fields) != width or width < 2:
-            raise file_error(path, number, f"has {len(fields)} columns, expected {max(width, 2)} "
-                             "(a word and its tag, as on the first line)",
-                             "Separate the word and the tag by one TAB, and put a blank line "
-                             "between sentences.")
+            raise file_error(
+                path,
+                number,
+                f"has {len(fields)} columns, expected {max(width, 2)} "
+                "(a word and its tag, as on the first line)",
+                "Separate the word and the tag by one TAB, and put a blank line between sentences.",
+            )
         word, tag = fields[word_column], fields[tag_column]
         if not word or not tag:
             raise file_error(path, number, "has an empty word or tag", "Fill in both columns.")
         current.append((word, tag, number))
-    names = list(tag_names) if tag_names is not None else tag_vocabulary(
-        t for s in sentences for t in s.tags)
-    ids = [encode_labels(path, [(s.line + i, t) for i, t in enumerate(s.tags)], names, "tag")
-           for s in sentences]
+    names = (
+        list(tag_names)
+        if tag_names is not None
+        else tag_vocabulary(t for s in sentences for t in s.tags)
+    )
+    ids = [
+        encode_labels(path, [(s.line + i, t) for i, t in enumerate(s.tags)], names, "tag")
+        for s in sentences
+    ]
     return TaggingData(os.fspath(path), sentences, names, ids)

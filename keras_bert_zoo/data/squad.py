@@ -51,19 +51,25 @@ class SquadFeatures:
 
     def inputs(self) -> dict[str, np.ndarray]:
         """The encoder inputs: `token_ids`, `segment_ids`, `padding_mask`."""
-        return {"token_ids": self.token_ids, "segment_ids": self.segment_ids,
-                "padding_mask": self.padding_mask}
+        return {
+            "token_ids": self.token_ids,
+            "segment_ids": self.segment_ids,
+            "padding_mask": self.padding_mask,
+        }
 
 
 def _tokenize_context(tokenize: Tokenize, context: str) -> tuple[np.ndarray, np.ndarray]:
     tokens = list(tokenize(context))
     ids = np.array([t[0] for t in tokens], np.int32)
     offsets = np.array([t[1:3] for t in tokens], np.int32).reshape(-1, 2)
-    if len(offsets) and (offsets.min() < 0 or offsets.max() > len(context)
-                         or np.any(offsets[:, 1] < offsets[:, 0])):
-        raise ValueError("`tokenize` must return (token_id, char_start, char_end) with "
-                         f"0 <= char_start <= char_end <= len(text); got {offsets.tolist()[:8]}"
-                         f"... for {context[:60]!r}.")
+    if len(offsets) and (
+        offsets.min() < 0 or offsets.max() > len(context) or np.any(offsets[:, 1] < offsets[:, 0])
+    ):
+        raise ValueError(
+            "`tokenize` must return (token_id, char_start, char_end) with "
+            f"0 <= char_start <= char_end <= len(text); got {offsets.tolist()[:8]}"
+            f"... for {context[:60]!r}."
+        )
     return ids, offsets
 
 
@@ -72,8 +78,9 @@ def _answer_tokens(example: SquadExample, offsets: np.ndarray) -> tuple[int, int
     if example.is_impossible or not example.answers:
         return None
     answer = example.answers[0]
-    inside = np.flatnonzero((offsets[:, 1] > answer.start)
-                            & (offsets[:, 0] < answer.start + len(answer.text)))
+    inside = np.flatnonzero(
+        (offsets[:, 1] > answer.start) & (offsets[:, 0] < answer.start + len(answer.text))
+    )
     return (int(inside[0]), int(inside[-1])) if len(inside) else None
 
 
@@ -99,23 +106,34 @@ def max_context_flags(spans: Sequence[tuple[int, int]], num_tokens: int) -> np.n
     scores = np.full([len(spans), num_tokens], -np.inf)
     for index, (start, length) in enumerate(spans):
         position = np.arange(start, start + length)
-        scores[index, position] = (np.minimum(position - start, start + length - 1 - position)
-                                   + 0.01 * length)
+        scores[index, position] = (
+            np.minimum(position - start, start + length - 1 - position) + 0.01 * length
+        )
     best = scores.argmax(axis=0) if len(spans) else np.zeros([num_tokens], np.int64)
     return np.arange(len(spans))[:, None] == best[None, :]
 
 
-def build_squad_features(examples: Sequence[SquadExample], tokenize: Tokenize, *, cls_id: int,
-                         sep_id: int, pad_id: int = 0, max_seq_length: int = 384,
-                         doc_stride: int = 128, max_query_length: int = 64) -> SquadFeatures:
+def build_squad_features(
+    examples: Sequence[SquadExample],
+    tokenize: Tokenize,
+    *,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int = 0,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+) -> SquadFeatures:
     """Tokenizes questions and contexts and cuts them into windows (see the module docstring).
 
     >>> features = kbz.data.build_squad_features(examples, tokenize, cls_id=101, sep_id=102)
     >>> model.fit(features.inputs(), (features.start_positions, features.end_positions))
     """
     if max_seq_length - max_query_length - 3 < 1 or doc_stride < 1:
-        raise ValueError(f"Need max_seq_length - max_query_length - 3 >= 1 and doc_stride >= 1; "
-                         f"received {max_seq_length}, {max_query_length}, {doc_stride}.")
+        raise ValueError(
+            f"Need max_seq_length - max_query_length - 3 >= 1 and doc_stride >= 1; "
+            f"received {max_seq_length}, {max_query_length}, {doc_stride}."
+        )
     cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     rows = []
     for example_index, example in enumerate(examples):
@@ -127,9 +145,18 @@ def build_squad_features(examples: Sequence[SquadExample], tokenize: Tokenize, *
         flags = max_context_flags(spans, len(ids))
         answer = _answer_tokens(example, offsets)
         for span_index, (start, length) in enumerate(spans):
-            rows.append(_window(query, ids[start:start + length], offsets[start:start + length],
-                                flags[span_index, start:start + length], answer, start,
-                                example_index, (cls_id, sep_id, pad_id, max_seq_length)))
+            rows.append(
+                _window(
+                    query,
+                    ids[start : start + length],
+                    offsets[start : start + length],
+                    flags[span_index, start : start + length],
+                    answer,
+                    start,
+                    example_index,
+                    (cls_id, sep_id, pad_id, max_seq_length),
+                )
+            )
     return _stack(rows, max_seq_length)
 
 
@@ -139,9 +166,9 @@ def _window(query, ids, offsets, is_max_context, answer, start, example_index, l
     tokens = [cls_id, *query, sep_id, *ids.tolist(), sep_id]
     padding = max_seq_length - len(tokens)
     token_offsets = np.full([max_seq_length, 2], -1, np.int32)
-    token_offsets[first:first + len(ids)] = offsets
+    token_offsets[first : first + len(ids)] = offsets
     max_context = np.zeros([max_seq_length], bool)
-    max_context[first:first + len(ids)] = is_max_context
+    max_context[first : first + len(ids)] = is_max_context
     positions = (0, 0)
     if answer is not None and start <= answer[0] and answer[1] < start + len(ids):
         positions = (answer[0] - start + first, answer[1] - start + first)
@@ -149,21 +176,34 @@ def _window(query, ids, offsets, is_max_context, answer, start, example_index, l
         "token_ids": tokens + [pad_id] * padding,
         "segment_ids": [0] * first + [1] * (len(ids) + 1) + [0] * padding,
         "padding_mask": [1] * len(tokens) + [0] * padding,
-        "start_positions": positions[0], "end_positions": positions[1],
-        "example_index": example_index, "token_offsets": token_offsets,
+        "start_positions": positions[0],
+        "end_positions": positions[1],
+        "example_index": example_index,
+        "token_offsets": token_offsets,
         "token_is_max_context": max_context,
     }
 
 
 def _stack(rows: list[dict], max_seq_length: int) -> SquadFeatures:
     length = [max_seq_length]
-    shapes = {"token_ids": length, "segment_ids": length, "padding_mask": length,
-              "start_positions": [], "end_positions": [], "example_index": [],
-              "token_offsets": [max_seq_length, 2], "token_is_max_context": length}
-    return SquadFeatures(**{
-        name: np.array([row[name] for row in rows],
-                       bool if name == "token_is_max_context" else np.int32)
-        .reshape([len(rows), *shape]) for name, shape in shapes.items()})
+    shapes = {
+        "token_ids": length,
+        "segment_ids": length,
+        "padding_mask": length,
+        "start_positions": [],
+        "end_positions": [],
+        "example_index": [],
+        "token_offsets": [max_seq_length, 2],
+        "token_is_max_context": length,
+    }
+    return SquadFeatures(
+        **{
+            name: np.array(
+                [row[name] for row in rows], bool if name == "token_is_max_context" else np.int32
+            ).reshape([len(rows), *shape])
+            for name, shape in shapes.items()
+        }
+    )
 
 
 def _candidates(features, index, start_logits, end_logits, n_best_size, max_answer_length):
@@ -177,15 +217,23 @@ def _candidates(features, index, start_logits, end_logits, n_best_size, max_answ
             continue
         for e in ends:
             if offsets[e, 0] >= 0 and s <= e < s + max_answer_length:
-                found.append((float(start_logits[s] + end_logits[e]),
-                              int(offsets[s, 0]), int(offsets[e, 1])))
+                found.append(
+                    (float(start_logits[s] + end_logits[e]), int(offsets[s, 0]), int(offsets[e, 1]))
+                )
     return found
 
 
-def postprocess(examples: Sequence[SquadExample], features: SquadFeatures,
-                start_logits: np.ndarray, end_logits: np.ndarray, *, n_best_size: int = 20,
-                max_answer_length: int = 30, version_2_with_negative: bool = False,
-                null_score_diff_threshold: float = 0.0) -> dict[str, str]:
+def postprocess(
+    examples: Sequence[SquadExample],
+    features: SquadFeatures,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    *,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    version_2_with_negative: bool = False,
+    null_score_diff_threshold: float = 0.0,
+) -> dict[str, str]:
     """`{question_id: answer_text}` from start/end logits `[num_features, max_seq_length]`:
     the best-scoring valid span (start <= end, at most `max_answer_length` tokens, start in
     its max-context window) among the `n_best_size` top starts and ends of every window of
@@ -198,8 +246,10 @@ def postprocess(examples: Sequence[SquadExample], features: SquadFeatures,
     start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
     expected = features.token_ids.shape
     if start_logits.shape != expected or end_logits.shape != expected:
-        raise ValueError(f"start/end logits must be [num_features, max_seq_length] = {expected};"
-                         f" received {start_logits.shape} and {end_logits.shape}.")
+        raise ValueError(
+            f"start/end logits must be [num_features, max_seq_length] = {expected};"
+            f" received {start_logits.shape} and {end_logits.shape}."
+        )
     by_example: dict[int, list[int]] = {}
     for index, example_index in enumerate(features.example_index.tolist()):
         by_example.setdefault(example_index, []).append(index)
@@ -207,20 +257,28 @@ def postprocess(examples: Sequence[SquadExample], features: SquadFeatures,
     for example_index, example in enumerate(examples):
         found, null_score = [], np.inf
         for index in by_example.get(example_index, []):
-            found += _candidates(features, index, start_logits[index], end_logits[index],
-                                 n_best_size, max_answer_length)
+            found += _candidates(
+                features,
+                index,
+                start_logits[index],
+                end_logits[index],
+                n_best_size,
+                max_answer_length,
+            )
             null_score = min(null_score, float(start_logits[index, 0] + end_logits[index, 0]))
         best = max(found, default=None, key=lambda c: c[0])
-        text = example.context[best[1]:best[2]] if best else ""
-        if version_2_with_negative and (best is None
-                                        or null_score - best[0] > null_score_diff_threshold):
+        text = example.context[best[1] : best[2]] if best else ""
+        if version_2_with_negative and (
+            best is None or null_score - best[0] > null_score_diff_threshold
+        ):
             text = ""
         answers[example.qas_id] = text
     return answers
 
 
-def squad_evaluate(examples: Sequence[SquadExample],
-                   predictions: dict[str, str]) -> dict[str, float]:
+def squad_evaluate(
+    examples: Sequence[SquadExample], predictions: dict[str, str]
+) -> dict[str, float]:
     """Official SQuAD `exact_match` and `f1` (percent) of `predictions` against the examples'
     gold answers (an unanswerable question's gold answer is "").
 

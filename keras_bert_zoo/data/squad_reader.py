@@ -43,13 +43,21 @@ def _parse_answers(path, qa, context, where):
     for answer in qa.get("answers", []):
         text, start = answer.get("text"), answer.get("answer_start")
         if not isinstance(text, str) or not isinstance(start, int):
-            raise file_error(path, where(), "an answer needs a string `text` and an integer "
-                             "`answer_start`", "Fix the answer entry.")
-        if context[start:start + len(text)] != text:
-            raise file_error(path, where(), f"answer text {text!r} does not match the context at "
-                             f"answer_start={start} (found "
-                             f"{context[start:start + len(text)]!r})",
-                             "Fix `answer_start` to the character offset of the answer.")
+            raise file_error(
+                path,
+                where(),
+                "an answer needs a string `text` and an integer `answer_start`",
+                "Fix the answer entry.",
+            )
+        if context[start : start + len(text)] != text:
+            raise file_error(
+                path,
+                where(),
+                f"answer text {text!r} does not match the context at "
+                f"answer_start={start} (found "
+                f"{context[start : start + len(text)]!r})",
+                "Fix `answer_start` to the character offset of the answer.",
+            )
         answers.append(SquadAnswer(text, start))
     return tuple(answers)
 
@@ -63,17 +71,31 @@ def _parse_articles(path, raw, articles) -> list[SquadExample]:
                 qas_id = str(qa.get("id", ""))
                 where = functools.partial(_position, raw, qas_id)
                 if not isinstance(context, str) or not qas_id or "question" not in qa:
-                    raise file_error(path, where(), "a question needs `id`, `question` and a "
-                                     "paragraph `context`", "Fix the entry.")
+                    raise file_error(
+                        path,
+                        where(),
+                        "a question needs `id`, `question` and a paragraph `context`",
+                        "Fix the entry.",
+                    )
                 answers = _parse_answers(path, qa, context, where)
                 impossible = bool(qa.get("is_impossible", False))
                 if not answers and not impossible:
-                    raise file_error(path, where(), "question has no answers",
-                                     'Add an answer, or mark it "is_impossible": true '
-                                     "(SQuAD 2.0).")
-                examples.append(SquadExample(qas_id, qa["question"], context,
-                                             () if impossible else answers, impossible,
-                                             article.get("title", "")))
+                    raise file_error(
+                        path,
+                        where(),
+                        "question has no answers",
+                        'Add an answer, or mark it "is_impossible": true (SQuAD 2.0).',
+                    )
+                examples.append(
+                    SquadExample(
+                        qas_id,
+                        qa["question"],
+                        context,
+                        () if impossible else answers,
+                        impossible,
+                        article.get("title", ""),
+                    )
+                )
     return examples
 
 
@@ -85,20 +107,27 @@ def read_squad(path: PathLike) -> list[SquadExample]:
     'Denver Broncos'
     """
     raw = "\n".join(read_lines(path, "a SQuAD JSON file"))
-    schema = ('Use the SQuAD JSON schema: {"data": [{"title", "paragraphs": [{"context", '
-              '"qas": [{"id", "question", "answers": [{"text", "answer_start"}]}]}]}]}.')
+    schema = (
+        'Use the SQuAD JSON schema: {"data": [{"title", "paragraphs": [{"context", '
+        '"qas": [{"id", "question", "answers": [{"text", "answer_start"}]}]}]}]}.'
+    )
     try:
         articles = json.loads(raw)["data"]
     except json.JSONDecodeError as error:
-        raise file_error(path, error.lineno, f"is not valid JSON ({error.msg}, column "
-                         f"{error.colno})", "Fix the JSON syntax.") from None
+        raise file_error(
+            path,
+            error.lineno,
+            f"is not valid JSON ({error.msg}, column {error.colno})",
+            "Fix the JSON syntax.",
+        ) from None
     except (KeyError, TypeError):
         raise file_error(path, 1, "has no top-level `data` list", schema) from None
     try:
         examples = _parse_articles(path, raw, articles)
     except (AttributeError, TypeError) as error:
-        raise file_error(path, None, f"does not follow the SQuAD schema ({error})",
-                         schema) from None
+        raise file_error(
+            path, None, f"does not follow the SQuAD schema ({error})", schema
+        ) from None
     if not examples:
         raise file_error(path, None, "has no questions", schema)
     return examples

@@ -17,9 +17,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 
-def align_labels(word_pieces: Sequence[Sequence[int]], word_labels: Sequence[int],
-                 sequence_length: int, *, cls_id: int, sep_id: int, pad_id: int = 0,
-                 unk_id: int | None = None, ignore_label: int = -100) -> dict[str, np.ndarray]:
+def align_labels(
+    word_pieces: Sequence[Sequence[int]],
+    word_labels: Sequence[int],
+    sequence_length: int,
+    *,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int = 0,
+    unk_id: int | None = None,
+    ignore_label: int = -100,
+) -> dict[str, np.ndarray]:
     """One sentence: `[CLS] pieces... [SEP] [PAD]...` with each label on its word's first piece.
 
     Returns int32 arrays of length `sequence_length`: `token_ids`, `segment_ids` (zeros),
@@ -30,8 +38,9 @@ def align_labels(word_pieces: Sequence[Sequence[int]], word_labels: Sequence[int
     array([-1,  0,  1, -1, -1, -1], dtype=int32)
     """
     if len(word_pieces) != len(word_labels):
-        raise ValueError(f"Got {len(word_pieces)} words but {len(word_labels)} labels; give "
-                         "one label per word.")
+        raise ValueError(
+            f"Got {len(word_pieces)} words but {len(word_labels)} labels; give one label per word."
+        )
     if sequence_length < 3:
         raise ValueError(f"sequence_length must be at least 3; received {sequence_length}.")
     token_ids, labels, word_index = [cls_id], [ignore_label], [-1]
@@ -40,8 +49,10 @@ def align_labels(word_pieces: Sequence[Sequence[int]], word_labels: Sequence[int
         pieces = list(pieces)
         if not pieces:
             if unk_id is None:
-                raise ValueError(f"Word {index} has no sub-word pieces; pass `unk_id` to "
-                                 "stand in for such words.")
+                raise ValueError(
+                    f"Word {index} has no sub-word pieces; pass `unk_id` to "
+                    "stand in for such words."
+                )
             pieces = [unk_id]
         if len(pieces) > budget - (len(token_ids) - 1):
             if index == 0:  # a single over-long first word: keep its first pieces
@@ -64,10 +75,18 @@ def align_labels(word_pieces: Sequence[Sequence[int]], word_labels: Sequence[int
     }
 
 
-def encode_tagged(sentences: Sequence[Sequence[str]], tokenize_word: Callable[[str], list[int]],
-                  sequence_length: int, *, cls_id: int, sep_id: int,
-                  tag_ids: Sequence[Sequence[int]] | None = None, pad_id: int = 0,
-                  unk_id: int | None = None, ignore_label: int = -100) -> dict[str, np.ndarray]:
+def encode_tagged(
+    sentences: Sequence[Sequence[str]],
+    tokenize_word: Callable[[str], list[int]],
+    sequence_length: int,
+    *,
+    cls_id: int,
+    sep_id: int,
+    tag_ids: Sequence[Sequence[int]] | None = None,
+    pad_id: int = 0,
+    unk_id: int | None = None,
+    ignore_label: int = -100,
+) -> dict[str, np.ndarray]:
     """Many sentences (lists of words) to `[num_sentences, sequence_length]` int32 arrays, as in
     `align_labels`; without `tag_ids` (inference) every label is `ignore_label`.
 
@@ -80,22 +99,38 @@ def encode_tagged(sentences: Sequence[Sequence[str]], tokenize_word: Callable[[s
     cache: dict[str, list[int]] = {}
     rows = []
     for index, words in enumerate(sentences):
-        pieces = [cache[w] if w in cache else cache.setdefault(w, list(tokenize_word(w)))
-                  for w in words]
+        pieces = [
+            cache[w] if w in cache else cache.setdefault(w, list(tokenize_word(w))) for w in words
+        ]
         labels = tag_ids[index] if tag_ids is not None else [ignore_label] * len(words)
         try:
-            rows.append(align_labels(pieces, labels, sequence_length, cls_id=cls_id,
-                                     sep_id=sep_id, pad_id=pad_id, unk_id=unk_id,
-                                     ignore_label=ignore_label))
+            rows.append(
+                align_labels(
+                    pieces,
+                    labels,
+                    sequence_length,
+                    cls_id=cls_id,
+                    sep_id=sep_id,
+                    pad_id=pad_id,
+                    unk_id=unk_id,
+                    ignore_label=ignore_label,
+                )
+            )
         except ValueError as error:
             raise ValueError(f"Sentence {index} ({' '.join(words)[:60]!r}): {error}") from None
     keys = ("token_ids", "segment_ids", "padding_mask", "labels", "word_index")
-    return {key: np.array([row[key] for row in rows], np.int32).reshape(-1, sequence_length)
-            for key in keys}
+    return {
+        key: np.array([row[key] for row in rows], np.int32).reshape(-1, sequence_length)
+        for key in keys
+    }
 
 
-def word_predictions(token_predictions: np.ndarray, word_index: np.ndarray,
-                     num_words: Sequence[int], fill_label: int = 0) -> list[list[int]]:
+def word_predictions(
+    token_predictions: np.ndarray,
+    word_index: np.ndarray,
+    num_words: Sequence[int],
+    fill_label: int = 0,
+) -> list[list[int]]:
     """Per-token predictions (ids `[N, L]` or logits `[N, L, C]`) to one label per word, read at
     each word's first sub-word; words cut off by truncation get `fill_label`.
 
@@ -106,8 +141,10 @@ def word_predictions(token_predictions: np.ndarray, word_index: np.ndarray,
     if predictions.ndim == 3:
         predictions = predictions.argmax(axis=-1)
     if predictions.shape != word_index.shape or len(num_words) != len(word_index):
-        raise ValueError(f"token_predictions {predictions.shape}, word_index {word_index.shape} "
-                         f"and num_words ({len(num_words)}) must describe the same batch.")
+        raise ValueError(
+            f"token_predictions {predictions.shape}, word_index {word_index.shape} "
+            f"and num_words ({len(num_words)}) must describe the same batch."
+        )
     results = []
     for row_predictions, row_index, count in zip(predictions, word_index, num_words, strict=True):
         words = np.full([count], fill_label, dtype=np.int64)

@@ -37,10 +37,13 @@ def _version_directory(path, overwrite: bool) -> Path:
     if not path.name.isdigit():
         raise ValueError(
             f"Export path must end in a numeric version directory, as TF Serving expects "
-            f"(e.g. exports/my_model/1). Received: {path}")
+            f"(e.g. exports/my_model/1). Received: {path}"
+        )
     if path.exists() and not overwrite:
-        raise ValueError(f"{path} already holds a version. Export to a new version number "
-                         "(TF Serving serves the highest) or pass overwrite=True.")
+        raise ValueError(
+            f"{path} already holds a version. Export to a new version number "
+            "(TF Serving serves the highest) or pass overwrite=True."
+        )
     return path
 
 
@@ -48,20 +51,29 @@ def _warmup_requests(directory: Path, pairs: bool, model_name: str) -> None:
     extra = directory / "assets.extra"
     extra.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(extra / "tf_serving_warmup_requests")) as writer:
-        request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(
-            name=model_name, signature_name="serving_default"))
+        request = predict_pb2.PredictRequest(
+            model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
+        )
         request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
         if pairs:
             request.inputs["text_pair"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
         log = prediction_log_pb2.PredictionLog(
-            predict_log=prediction_log_pb2.PredictLog(request=request))
+            predict_log=prediction_log_pb2.PredictLog(request=request)
+        )
         writer.write(log.SerializeToString())
 
 
-def export_saved_model(model: keras.Model, path, preprocessor=None, pairs: bool | None = None,
-                       label_names=None, multi_label: bool | None = None,
-                       max_answer_length: int = 30, strings: bool = True,
-                       overwrite: bool = False) -> Path:
+def export_saved_model(
+    model: keras.Model,
+    path,
+    preprocessor=None,
+    pairs: bool | None = None,
+    label_names=None,
+    multi_label: bool | None = None,
+    max_answer_length: int = 30,
+    strings: bool = True,
+    overwrite: bool = False,
+) -> Path:
     """Exports `model` (encoder or task model) as a TF Serving SavedModel version directory.
 
     Args:
@@ -83,9 +95,11 @@ def export_saved_model(model: keras.Model, path, preprocessor=None, pairs: bool 
     path = _version_directory(path, overwrite)
     task = task_of(model)
     if strings and preprocessor is None:
-        raise ValueError("Exporting `serving_default` (raw strings in) needs a preprocessor: "
-                         "pass preprocessor=kbz.BertPreprocessor.from_preset(...), or "
-                         "strings=False to export only `serve_token_ids`.")
+        raise ValueError(
+            "Exporting `serving_default` (raw strings in) needs a preprocessor: "
+            "pass preprocessor=kbz.BertPreprocessor.from_preset(...), or "
+            "strings=False to export only `serve_token_ids`."
+        )
     task_config = dict(getattr(model, "task_config", {}))
     if multi_label is None:
         multi_label = bool(task_config.get("multi_label", False))
@@ -98,15 +112,19 @@ def export_saved_model(model: keras.Model, path, preprocessor=None, pairs: bool 
     id_spec = tf.TensorSpec([None, length], tf.int32)
 
     def serve_token_ids(token_ids, segment_ids, padding_mask):
-        return model({"token_ids": token_ids, "segment_ids": segment_ids,
-                      "padding_mask": padding_mask}, training=False)
+        return model(
+            {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+            training=False,
+        )
 
-    archive.add_endpoint("serve_token_ids", serve_token_ids,
-                         input_signature=[id_spec, id_spec, id_spec])
+    archive.add_endpoint(
+        "serve_token_ids", serve_token_ids, input_signature=[id_spec, id_spec, id_spec]
+    )
     if strings:
         archive.track(preprocessor)
-        options = dict(label_names=label_names, multi_label=multi_label,
-                       max_answer_length=max_answer_length)
+        options = dict(
+            label_names=label_names, multi_label=multi_label, max_answer_length=max_answer_length
+        )
         outputs = SERVING_OUTPUTS[task]
         text_spec = tf.TensorSpec([None], tf.string)
 
@@ -116,8 +134,11 @@ def export_saved_model(model: keras.Model, path, preprocessor=None, pairs: bool 
         def serve_text_pair(text, text_pair):
             return outputs(model, preprocessor, text, text_pair, **options)
 
-        archive.add_endpoint("serving_default", serve_text_pair if pairs else serve_text,
-                             input_signature=[text_spec] * (2 if pairs else 1))
+        archive.add_endpoint(
+            "serving_default",
+            serve_text_pair if pairs else serve_text,
+            input_signature=[text_spec] * (2 if pairs else 1),
+        )
     with staged_directory(path) as staging:
         archive.write_out(str(staging), verbose=False)
         if strings:

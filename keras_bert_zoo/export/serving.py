@@ -12,13 +12,16 @@ def task_of(model: keras.Model) -> str:
     """The servable task `model` was built for, from its config (kept by `.keras` files)."""
     task = getattr(model, "task", None)
     if task == "pretrainer":
-        raise ValueError("Pretraining models are not served; export the encoder "
-                         "(kbz.from_preset(dir)) or a fine-tuned task model.")
+        raise ValueError(
+            "Pretraining models are not served; export the encoder "
+            "(kbz.from_preset(dir)) or a fine-tuned task model."
+        )
     if task not in SERVING_OUTPUTS:
         raise ValueError(
             f"Model '{model.name}' records no servable task (task={task!r}); export a model "
             "built by kbz.from_preset / kbz.build_* (a BertModel, which keeps its task), or "
-            "load the .keras file with this package installed.")
+            "load the .keras file with this package installed."
+        )
     return task
 
 
@@ -31,8 +34,9 @@ def _inputs(preprocessor, text, text_pair):
     return preprocessor(text) if text_pair is None else preprocessor((text, text_pair))
 
 
-def classifier_outputs(model, preprocessor, text, text_pair, label_names=None,
-                       multi_label=False, **_):
+def classifier_outputs(
+    model, preprocessor, text, text_pair, label_names=None, multi_label=False, **_
+):
     logits = tf.cast(model(_inputs(preprocessor, text, text_pair), training=False), tf.float32)
     if logits.shape[-1] == 1:
         return {"score": logits[:, 0]}
@@ -48,8 +52,9 @@ def tagger_outputs(model, preprocessor, text, text_pair, label_names=None, **_):
     """Per-token tags, and per whitespace word the tag of its first sub-word (-1: truncated)."""
     inputs = _inputs(preprocessor, text, text_pair)
     logits = model(inputs, training=False)
-    tags = tf.where(inputs["padding_mask"] > 0,
-                    tf.argmax(logits, axis=-1, output_type=tf.int32), -1)
+    tags = tf.where(
+        inputs["padding_mask"] > 0, tf.argmax(logits, axis=-1, output_type=tf.int32), -1
+    )
     words = tf.strings.split(text)
     pieces = preprocessor.tokenizer(words)  # [batch, (words), (pieces)]
     counts = tf.cast(pieces.row_lengths(axis=2), tf.int32)
@@ -76,12 +81,16 @@ def question_answerer_outputs(model, preprocessor, text, text_pair, max_answer_l
     offset = tf.range(length)[None, :] - tf.range(length)[:, None]  # end - start
     allowed = (offset >= 0) & (offset < max_answer_length)
     allowed = allowed[None] & in_context[:, :, None] & in_context[:, None, :]
-    best = tf.argmax(tf.reshape(tf.where(allowed, scores, -1e30), [tf.shape(start)[0], -1]),
-                     axis=-1, output_type=tf.int32)
+    best = tf.argmax(
+        tf.reshape(tf.where(allowed, scores, -1e30), [tf.shape(start)[0], -1]),
+        axis=-1,
+        output_type=tf.int32,
+    )
     answer_start, answer_end = best // length, best % length
     # Token index in the packed sequence -> token of the context -> its byte span.
-    context_first = tf.argmax(tf.cast(inputs["segment_ids"] > 0, tf.int32), axis=1,
-                              output_type=tf.int32)
+    context_first = tf.argmax(
+        tf.cast(inputs["segment_ids"] > 0, tf.int32), axis=1, output_type=tf.int32
+    )
     _, starts, ends = preprocessor.tokenizer.tokenize_with_offsets(text_pair)
     width = preprocessor.sequence_length  # a context never has more tokens in the window
     found = tf.reduce_any(allowed, axis=[1, 2])
@@ -92,9 +101,13 @@ def question_answerer_outputs(model, preprocessor, text, text_pair, max_answer_l
 
     begin, stop = offset(starts, answer_start), offset(ends, answer_end)
     answer = tf.where(found, tf.strings.substr(text_pair, begin, stop - begin), "")
-    return {"start_logits": start, "end_logits": end,
-            "answer_start": tf.where(found, answer_start, -1),
-            "answer_end": tf.where(found, answer_end, -1), "answer_text": answer}
+    return {
+        "start_logits": start,
+        "end_logits": end,
+        "answer_start": tf.where(found, answer_start, -1),
+        "answer_end": tf.where(found, answer_end, -1),
+        "answer_text": answer,
+    }
 
 
 def encoder_outputs(model, preprocessor, text, text_pair, **_):

@@ -25,12 +25,14 @@ except ImportError:  # pragma: no cover - depends on the TensorFlow release
 
 def in_xla_trace() -> bool:
     """True while TensorFlow traces a function compiled with `jit_compile=True`."""
-    if (control_flow_util is None or keras.backend.backend() != "tensorflow"
-            or tf.executing_eagerly()):
+    if (
+        control_flow_util is None
+        or keras.backend.backend() != "tensorflow"
+        or tf.executing_eagerly()
+    ):
         return False
     try:
-        return bool(control_flow_util.GraphOrParentsInXlaContext(
-            tf.compat.v1.get_default_graph()))
+        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
     except AttributeError:  # the helper was renamed: use Keras' generator
         return False
 
@@ -46,4 +48,5 @@ class Dropout(keras.layers.Dropout):
         # Stateless TensorFlow ops want an int32 seed; Keras keeps int64 state (as Keras does).
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
         return tf.nn.experimental.stateless_dropout(
-            inputs, rate=self.rate, seed=seed, rng_alg="threefry")
+            inputs, rate=self.rate, seed=seed, rng_alg="threefry"
+        )

@@ -110,9 +110,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     def _self_attention(self, x, padding_mask, training):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        qkv = ops.reshape(
-            self.attention_qkv(x), (batch, length, 3, self.num_heads, self.head_dim)
-        )
+        qkv = ops.reshape(self.attention_qkv(x), (batch, length, 3, self.num_heads, self.head_dim))
         query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_dim))

@@ -44,7 +44,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, sequence_output, mask_positions):
         gathered = ops.take_along_axis(
-            sequence_output, ops.expand_dims(ops.cast(mask_positions, "int32"), -1), axis=1)
+            sequence_output, ops.expand_dims(ops.cast(mask_positions, "int32"), -1), axis=1
+        )
         hidden = keras.activations.gelu(self.dense(gathered), approximate=self.gelu_approximate)
         return self.layer_norm(hidden)
 

@@ -17,7 +17,8 @@ INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 LEFT_PADDING = (
     "`padding_mask` must be 1 for real tokens first and 0 for padding after them (right "
     "padding, as BERT was trained); left or interleaved padding shifts the positions. "
-    "Pad on the right (kbz.BertPreprocessor does).")
+    "Pad on the right (kbz.BertPreprocessor does)."
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -42,9 +43,7 @@ class InputChecks(keras.layers.Layer):
             if name == "token_ids"
             else "Segment ids are 0 for the first segment and 1 for the second."
         )
-        return (
-            f"`{name}` must lie in [0, {limit}). Received: values from {low} to {high}. {fix}"
-        )
+        return f"`{name}` must lie in [0, {limit}). Received: values from {low} to {high}. {fix}"
 
     def _check_eager(self, token_ids, segment_ids, padding_mask):
         shapes = [tuple(t.shape) for t in (token_ids, segment_ids, padding_mask)]
@@ -83,13 +82,25 @@ class InputChecks(keras.layers.Layer):
 
     def _check_graph(self, token_ids, segment_ids, padding_mask):
         checks = [
-            tf.debugging.assert_equal(tf.shape(token_ids), tf.shape(segment_ids), message=(
-                "`token_ids` and `segment_ids` must have the same [batch, sequence] shape.")),
-            tf.debugging.assert_equal(tf.shape(token_ids), tf.shape(padding_mask), message=(
-                "`token_ids` and `padding_mask` must have the same [batch, sequence] shape.")),
+            tf.debugging.assert_equal(
+                tf.shape(token_ids),
+                tf.shape(segment_ids),
+                message=(
+                    "`token_ids` and `segment_ids` must have the same [batch, sequence] shape."
+                ),
+            ),
+            tf.debugging.assert_equal(
+                tf.shape(token_ids),
+                tf.shape(padding_mask),
+                message=(
+                    "`token_ids` and `padding_mask` must have the same [batch, sequence] shape."
+                ),
+            ),
             tf.debugging.assert_less_equal(
-                tf.shape(token_ids)[1], self.max_sequence_length,
-                message=self._length_message("above the maximum")),
+                tf.shape(token_ids)[1],
+                self.max_sequence_length,
+                message=self._length_message("above the maximum"),
+            ),
         ]
         for name, values, limit in (
             ("token_ids", token_ids, self.vocabulary_size),
@@ -97,10 +108,12 @@ class InputChecks(keras.layers.Layer):
         ):
             message = self._range_message(name, limit, "below 0", f"{limit} or more")
             checks.append(tf.debugging.assert_non_negative(values, message=message))
-            checks.append(tf.debugging.assert_less(values, tf.cast(limit, values.dtype),
-                                                   message=message))
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(self._right_padded(padding_mask)), [LEFT_PADDING]))
+            checks.append(
+                tf.debugging.assert_less(values, tf.cast(limit, values.dtype), message=message)
+            )
+        checks.append(
+            tf.debugging.Assert(tf.reduce_all(self._right_padded(padding_mask)), [LEFT_PADDING])
+        )
         with tf.control_dependencies(checks):
             return [tf.identity(t) for t in (token_ids, segment_ids, padding_mask)]
 

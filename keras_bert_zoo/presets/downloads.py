@@ -75,9 +75,17 @@ def download(url: str, destination: Path) -> str:
     request = urllib.request.Request(url, headers={"User-Agent": "keras-bert-zoo"})
     with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
         total = int(response.headers.get("Content-Length") or 0) or None
-        with open(destination, "wb") as out, tqdm(
-                total=total, unit="B", unit_scale=True, unit_divisor=1024,
-                desc=destination.name, disable=None) as bar:
+        with (
+            open(destination, "wb") as out,
+            tqdm(
+                total=total,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=destination.name,
+                disable=None,
+            ) as bar,
+        ):
             for block in iter(lambda: response.read(1 << 20), b""):
                 out.write(block)
                 digest.update(block)
@@ -90,11 +98,14 @@ def download(url: str, destination: Path) -> str:
 
 def find_checkpoint_folder(root: Path) -> Path:
     """The folder of an unpacked release that holds `bert_config.json`."""
-    found = sorted(p.parent for p in root.rglob("bert_config.json")
-                   if len(p.relative_to(root).parts) <= 3)
+    found = sorted(
+        p.parent for p in root.rglob("bert_config.json") if len(p.relative_to(root).parts) <= 3
+    )
     if len(found) != 1:
-        raise ValueError(f"Expected one bert_config.json in the unpacked archive, found "
-                         f"{len(found)}: {[str(p.relative_to(root)) for p in found]}.")
+        raise ValueError(
+            f"Expected one bert_config.json in the unpacked archive, found "
+            f"{len(found)}: {[str(p.relative_to(root)) for p in found]}."
+        )
     return found[0]
 
 
@@ -121,10 +132,14 @@ def _obtain_archive(config, work: Path) -> tuple[Path, str]:
     if local.is_file():
         return local, sha256_file(local)
     if not expected and os.environ.get(ALLOW_UNPINNED_ENV) != "1":
-        raise unavailable_error(config, (
-            "its archive has no pinned sha256 in the preset file, so it is not downloaded "
-            f"automatically (set {ALLOW_UNPINNED_ENV}=1 to download it anyway; the sha256 "
-            "seen is logged so you can pin it)"))
+        raise unavailable_error(
+            config,
+            (
+                "its archive has no pinned sha256 in the preset file, so it is not downloaded "
+                f"automatically (set {ALLOW_UNPINNED_ENV}=1 to download it anyway; the sha256 "
+                "seen is logged so you can pin it)"
+            ),
+        )
     location = archive_url(url)
     archive = work / archive_name(url)
     try:
@@ -140,21 +155,31 @@ def _verify(config, archive: Path, digest: str) -> None:
             f"Checksum mismatch for {archive.name} of preset '{config.name}': expected sha256 "
             f"{expected}, got {digest}. The file is corrupted or not the release the preset "
             f"names; nothing was unpacked or cached. Delete {archive} if you put it there, "
-            "and fetch it again.")
+            "and fetch it again."
+        )
     if not expected:
-        logger.warning("Using unpinned archive %s for preset '%s': sha256 %s (pin it as "
-                       "weights.source.sha256).", archive.name, config.name, digest)
+        logger.warning(
+            "Using unpinned archive %s for preset '%s': sha256 %s (pin it as "
+            "weights.source.sha256).",
+            archive.name,
+            config.name,
+            digest,
+        )
 
 
 def _check_release(config, folder: Path) -> None:
     architecture = read_google_config(folder / "bert_config.json")
     if architecture != config.architecture:
-        raise ValueError(f"{folder / 'bert_config.json'} describes {architecture}, not preset "
-                         f"'{config.name}' ({config.architecture}); wrong archive.")
+        raise ValueError(
+            f"{folder / 'bert_config.json'} describes {architecture}, not preset "
+            f"'{config.name}' ({config.architecture}); wrong archive."
+        )
     vocabulary = folder / "vocab.txt"
     if not vocabulary.is_file() or sha256_file(vocabulary) != sha256_file(config.vocabulary_path):
-        raise ValueError(f"{vocabulary} differs from preset '{config.name}''s vocabulary "
-                         f"{config.vocabulary_path}; wrong archive.")
+        raise ValueError(
+            f"{vocabulary} differs from preset '{config.name}''s vocabulary "
+            f"{config.vocabulary_path}; wrong archive."
+        )
 
 
 def fetch_preset_weights(config) -> Path:
@@ -167,12 +192,17 @@ def fetch_preset_weights(config) -> Path:
     if (cached / PRESET_FILE).is_file():
         return read_preset_directory(cached).weights_path
     if cached.exists():
-        raise ValueError(f"{cached} exists but holds no preset (an interrupted copy?); delete "
-                         f"it and load preset '{config.name}' again.")
+        raise ValueError(
+            f"{cached} exists but holds no preset (an interrupted copy?); delete "
+            f"it and load preset '{config.name}' again."
+        )
     source = config.weights_source or {}
     if source.get("format") != "google_tf1":
-        raise unavailable_error(config, f"its format {source.get('format')!r} is not "
-                                "'google_tf1', the only one fetched automatically")
+        raise unavailable_error(
+            config,
+            f"its format {source.get('format')!r} is not "
+            "'google_tf1', the only one fetched automatically",
+        )
     cached.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{config.name}.", dir=cached.parent))
     try:
@@ -182,9 +212,12 @@ def fetch_preset_weights(config) -> Path:
         folder = find_checkpoint_folder(work / "unpacked")
         _check_release(config, folder)
         provenance = {"provenance": f"Converted from {source['url']} (sha256 {digest})."}
-        converted = convert_google(folder, work / "preset" / config.name,
-                                   heads=None,  # keep the release's MLM/NSP heads
-                                   metadata={**config.metadata, **provenance})
+        converted = convert_google(
+            folder,
+            work / "preset" / config.name,
+            heads=None,  # keep the release's MLM/NSP heads
+            metadata={**config.metadata, **provenance},
+        )
         if not cached.exists():  # another process may have finished first: keep its copy
             os.rename(converted, cached)  # converted and flushed by staged_directory
             fsync_path(cached.parent)

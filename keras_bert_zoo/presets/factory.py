@@ -49,13 +49,14 @@ def _load_weights(model, encoder, config: PresetConfig, same_task: bool) -> None
         new_ok |= {p for p in encoder_paths if p.startswith("pooled_dense/")}
     # another task's head, and encoder parts this task's graph leaves out (the pooler)
     unused_ok = (set() if same_task else set(tensors) - encoder_paths) | (
-        encoder_paths - model_paths)
-    assign_weights(model.weights, tensors, config.weights_path, new_ok=new_ok,
-                   unused_ok=unused_ok)
+        encoder_paths - model_paths
+    )
+    assign_weights(model.weights, tensors, config.weights_path, new_ok=new_ok, unused_ok=unused_ok)
 
 
-def from_preset(name_or_dir, task: str = "encoder", load_weights: bool = True, dtype=None,
-                **task_kwargs):
+def from_preset(
+    name_or_dir, task: str = "encoder", load_weights: bool = True, dtype=None, **task_kwargs
+):
     """Builds a model from a named preset or a preset directory.
 
     Args:

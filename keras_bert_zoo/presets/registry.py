@@ -64,8 +64,10 @@ def load_preset_config(name_or_dir) -> PresetConfig:
     if path.is_dir():
         return read_preset_directory(path)
     if os.sep in text or text.startswith("."):
-        raise ValueError(f"No preset directory at '{text}' (it does not exist or is not a "
-                         "directory). Pass a bundled preset name or a directory path.")
+        raise ValueError(
+            f"No preset directory at '{text}' (it does not exist or is not a "
+            "directory). Pass a bundled preset name or a directory path."
+        )
     if text not in list_presets():
         raise _unknown_name_error(text)
     builtin = builtin_presets_dir()
@@ -75,7 +77,10 @@ def load_preset_config(name_or_dir) -> PresetConfig:
     if (cached / PRESET_FILE).is_file():  # weights converted earlier (kbz convert / download)
         cached_config = read_preset_directory(cached)
         config = dataclasses.replace(
-            config, weights_path=cached_config.weights_path,
-            weights_sha256=cached_config.weights_sha256, task=cached_config.task,
-            task_config=cached_config.task_config)
+            config,
+            weights_path=cached_config.weights_path,
+            weights_sha256=cached_config.weights_sha256,
+            task=cached_config.task,
+            task_config=cached_config.task_config,
+        )
     return config

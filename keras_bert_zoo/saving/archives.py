@@ -34,8 +34,10 @@ def safe_extract(archive: Path, destination: Path) -> None:
             for info in members:
                 problem = _member_problem(info)
                 if problem:
-                    raise ValueError(f"{archive}: member {info.filename!r} {problem}; refusing "
-                                     "to unpack it. The archive is not a genuine release.")
+                    raise ValueError(
+                        f"{archive}: member {info.filename!r} {problem}; refusing "
+                        "to unpack it. The archive is not a genuine release."
+                    )
             if sum(info.file_size for info in members) > MAX_UNPACKED_BYTES:
                 raise ValueError(f"{archive} unpacks to more than {MAX_UNPACKED_BYTES} bytes.")
             root = destination.resolve()
@@ -50,5 +52,7 @@ def safe_extract(archive: Path, destination: Path) -> None:
                 with bundle.open(info) as source, open(target, "wb") as out:
                     shutil.copyfileobj(source, out, 1 << 20)
     except (zipfile.BadZipFile, EOFError) as error:
-        raise ValueError(f"{archive} is not a readable zip archive ({error}); it is truncated "
-                         "or corrupted. Fetch it again.") from error
+        raise ValueError(
+            f"{archive} is not a readable zip archive ({error}); it is truncated "
+            "or corrupted. Fetch it again."
+        ) from error

@@ -119,7 +119,8 @@ def staged_file(destination) -> Iterator[Path]:
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(  # same suffixes: Keras checks ".weights.h5"
-        prefix=f".{destination.name}.", suffix="".join(destination.suffixes),
+        prefix=f".{destination.name}.",
+        suffix="".join(destination.suffixes),
         dir=destination.parent,
     )
     os.close(handle)

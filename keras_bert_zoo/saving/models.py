@@ -14,8 +14,14 @@ from keras_bert_zoo.saving.preset import check_new_directory, write_preset_direc
 from keras_bert_zoo.tasks import TASKS  # noqa: F401  (registers every model-API layer)
 
 
-def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None,
-                metadata: dict | None = None, overwrite: bool = False) -> Path:
+def save_preset(
+    model,
+    directory,
+    vocabulary=None,
+    lowercase: bool | None = None,
+    metadata: dict | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Writes a preset directory (preset.json, vocab.txt, weights, SHA256SUMS) atomically.
 
     Args:
@@ -33,12 +39,21 @@ def save_preset(model, directory, vocabulary=None, lowercase: bool | None = None
     vocabulary = vocabulary if vocabulary is not None else getattr(origin, "vocabulary_path", None)
     lowercase = lowercase if lowercase is not None else getattr(origin, "lowercase", None)
     if vocabulary is None or lowercase is None:
-        raise ValueError("save_preset needs `vocabulary` (vocab.txt path or token list) and "
-                         "`lowercase` for a model that was not loaded from a preset.")
+        raise ValueError(
+            "save_preset needs `vocabulary` (vocab.txt path or token list) and "
+            "`lowercase` for a model that was not loaded from a preset."
+        )
     return write_preset_directory(
-        directory, architecture_of(find_encoder(model)), model.weights, vocabulary, lowercase,
-        task=getattr(model, "task", "encoder"), task_config=getattr(model, "task_config", {}),
-        metadata=metadata, overwrite=overwrite)
+        directory,
+        architecture_of(find_encoder(model)),
+        model.weights,
+        vocabulary,
+        lowercase,
+        task=getattr(model, "task", "encoder"),
+        task_config=getattr(model, "task_config", {}),
+        metadata=metadata,
+        overwrite=overwrite,
+    )
 
 
 def load_model(path, compile: bool = True) -> keras.Model:

@@ -58,8 +58,9 @@ def parse_preset(data: dict, directory: Path, source: str, name: str) -> PresetC
     tokenizer = data.get("tokenizer") or {}
     if not isinstance(tokenizer.get("lowercase"), bool):
         raise ValueError(f"{source}: `tokenizer.lowercase` must be true or false.")
-    vocabulary = resolve_inside(directory, tokenizer.get("vocabulary"), "vocabulary of " + source,
-                                "preset directory")
+    vocabulary = resolve_inside(
+        directory, tokenizer.get("vocabulary"), "vocabulary of " + source, "preset directory"
+    )
     if not vocabulary.is_file():
         raise ValueError(f"{source}: vocabulary file {vocabulary} is missing.")
     expected = tokenizer.get("vocabulary_sha256")
@@ -68,8 +69,9 @@ def parse_preset(data: dict, directory: Path, source: str, name: str) -> PresetC
     weights = data.get("weights") or {}
     weights_path = None
     if weights.get("file"):
-        weights_path = resolve_inside(directory, weights["file"], "weights file of " + source,
-                                      "preset directory")
+        weights_path = resolve_inside(
+            directory, weights["file"], "weights file of " + source, "preset directory"
+        )
     return PresetConfig(
         name=data.get("name") or name,
         directory=directory,
@@ -95,8 +97,9 @@ def read_preset_directory(directory) -> PresetConfig:
     listed = read_checksums(directory)
     verify_file(directory, PRESET_FILE, listed)
     source = str(directory / PRESET_FILE)
-    config = parse_preset(json.loads((directory / PRESET_FILE).read_text()), directory,
-                          source, directory.name)
+    config = parse_preset(
+        json.loads((directory / PRESET_FILE).read_text()), directory, source, directory.name
+    )
     vocabulary = config.vocabulary_path.relative_to(directory.resolve()).as_posix()
     verify_file(directory, vocabulary, listed)
     weights_sha256 = None
@@ -123,14 +126,24 @@ def check_new_directory(directory, overwrite: bool) -> Path:
     """`directory` as a Path, if it does not exist yet or may be replaced."""
     directory = Path(directory)
     if directory.exists() and not overwrite:
-        raise ValueError(f"{directory} already exists. Choose a new directory, or pass "
-                         "overwrite=True (--overwrite on the command line) to replace it.")
+        raise ValueError(
+            f"{directory} already exists. Choose a new directory, or pass "
+            "overwrite=True (--overwrite on the command line) to replace it."
+        )
     return directory
 
 
-def write_preset_directory(directory, architecture: dict, variables, vocabulary,
-                           lowercase: bool, task: str = "encoder", task_config: dict | None = None,
-                           metadata: dict | None = None, overwrite: bool = False) -> Path:
+def write_preset_directory(
+    directory,
+    architecture: dict,
+    variables,
+    vocabulary,
+    lowercase: bool,
+    task: str = "encoder",
+    task_config: dict | None = None,
+    metadata: dict | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Writes a preset directory atomically from an architecture and its variables.
 
     `variables` are objects with `.path` and `.numpy()` (Keras variables); `vocabulary` is a
@@ -154,8 +167,10 @@ def write_preset_directory(directory, architecture: dict, variables, vocabulary,
             (staging / VOCABULARY_FILE).write_text("".join(f"{t}\n" for t in vocabulary))
         tokens = len(load_vocabulary(staging / VOCABULARY_FILE))
         if tokens != architecture["vocabulary_size"]:
-            raise ValueError(f"The vocabulary has {tokens} tokens but the model's "
-                             f"vocabulary_size is {architecture['vocabulary_size']}.")
+            raise ValueError(
+                f"The vocabulary has {tokens} tokens but the model's "
+                f"vocabulary_size is {architecture['vocabulary_size']}."
+            )
         save_weights(variables, staging / WEIGHTS_FILE)
         (staging / PRESET_FILE).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         write_checksums(staging)

@@ -9,8 +9,10 @@ from pathlib import Path
 
 # Characters Rust's `char::is_whitespace` accepts: `tokenizers` trims them from the end of each
 # vocabulary line, so trimming the same ones keeps our ids equal to its ids.
-RUST_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006" \
+RUST_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def _short(value):
@@ -29,21 +31,27 @@ def load_vocabulary(vocabulary) -> list:
     if isinstance(vocabulary, (str, os.PathLike)):
         path = Path(vocabulary)
         if not path.is_file():
-            raise ValueError(f"`vocabulary` file not found. Received: vocabulary={vocabulary}. "
-                             "Pass the path of a BERT vocab.txt or a list of tokens.")
+            raise ValueError(
+                f"`vocabulary` file not found. Received: vocabulary={vocabulary}. "
+                "Pass the path of a BERT vocab.txt or a list of tokens."
+            )
         try:
             with open(path, encoding="utf-8", newline="") as handle:
                 lines = handle.read().split("\n")
         except UnicodeDecodeError as error:
-            raise ValueError(f"`vocabulary` must be a UTF-8 text file. Received: "
-                             f"vocabulary={vocabulary} ({error}).") from None
+            raise ValueError(
+                f"`vocabulary` must be a UTF-8 text file. Received: "
+                f"vocabulary={vocabulary} ({error})."
+            ) from None
         if not lines[-1]:  # the newline ending the last line
             lines.pop()
         return [line.rstrip(RUST_WHITESPACE) for line in lines]
     if isinstance(vocabulary, (list, tuple)) and all(isinstance(t, str) for t in vocabulary):
         return list(vocabulary)
-    raise ValueError("`vocabulary` must be a vocab.txt path or a list of token strings. "
-                     f"Received: vocabulary={_short(vocabulary)} of type {type(vocabulary)}.")
+    raise ValueError(
+        "`vocabulary` must be a vocab.txt path or a list of token strings. "
+        f"Received: vocabulary={_short(vocabulary)} of type {type(vocabulary)}."
+    )
 
 
 def is_uncased(vocabulary) -> bool:

@@ -56,8 +56,9 @@ def assign_weights(variables, tensors: dict, source, new_ok=(), unused_ok=()) ->
                 missing.append(variable.path)
             continue
         if tuple(value.shape) != tuple(variable.shape):
-            mismatched.append(f"{variable.path}: file {tuple(value.shape)}, model "
-                              f"{tuple(variable.shape)}")
+            mismatched.append(
+                f"{variable.path}: file {tuple(value.shape)}, model {tuple(variable.shape)}"
+            )
     used = {variable.path for variable in variables}
     unused = sorted(set(tensors) - used - set(unused_ok))
     if missing or mismatched or unused:
@@ -78,8 +79,12 @@ def assign_weights(variables, tensors: dict, source, new_ok=(), unused_ok=()) ->
             variable.assign(tensors[variable.path])
     new = [v.path for v in variables if v.path not in tensors]
     if new:
-        logger.info("%d variables are newly initialized (not in %s): %s", len(new), source,
-                    ", ".join(new[:4]) + (" ..." if len(new) > 4 else ""))
+        logger.info(
+            "%d variables are newly initialized (not in %s): %s",
+            len(new),
+            source,
+            ", ".join(new[:4]) + (" ..." if len(new) > 4 else ""),
+        )
 
 
 def load_weights(variables, path, new_ok=(), unused_ok=()) -> None:

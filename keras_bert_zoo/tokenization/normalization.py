@@ -72,8 +72,12 @@ def normalize(code_points, row_ids, lowercase, overrides=None):
         kind = tf.where(overrides == -2, DROP, tf.where(overrides >= 0, KEEP, kind))
         mapped = tf.where(overrides >= 0, SENTINEL + overrides, mapped)
     spaced = (kind == SPACE) | (kind == CJK)
-    columns = [tf.where(spaced, 32, mapped), tf.where(kind == CJK, mapped, 0),
-               tf.where(kind == CJK, 32, 0), tf.zeros_like(mapped)]
+    columns = [
+        tf.where(spaced, 32, mapped),
+        tf.where(kind == CJK, mapped, 0),
+        tf.where(kind == CJK, 32, 0),
+        tf.zeros_like(mapped),
+    ]
     length = tf.gather(tf.constant([1, 0, 1, 3, 0, 0]), kind)
     if lowercase:  # Hangul syllables (NFD, computed) and the other multi-character outputs.
         syllable = code_points - 0xAC00
@@ -85,16 +89,21 @@ def normalize(code_points, row_ids, lowercase, overrides=None):
         multi = kind == MULTI
         length = tf.where(multi, tf.gather(lengths, row), length)
         outputs = tf.gather(outputs, row)
-        columns = [tf.where(multi, outputs[:, i], tf.where(hangul, jamo[i], columns[i]) if i < 3
-                            else columns[i]) for i in range(4)]
+        columns = [
+            tf.where(
+                multi, outputs[:, i], tf.where(hangul, jamo[i], columns[i]) if i < 3 else columns[i]
+            )
+            for i in range(4)
+        ]
     index = tf.where(tf.reshape(tf.sequence_mask(length, 4), [-1]))[:, 0]
     chars, source = tf.gather(tf.reshape(tf.stack(columns, 1), [-1]), index), index // 4
     kept = None
     if lowercase:  # NFD reordering, then (in split_words) drop non-spacing marks; lowercase.
         # NFD output characters that stand for a character of their input (the rest are
         # inserted by a decomposition); CJK spacing gave 3 such characters.
-        consuming = tf.gather(tf.reshape(tf.stack(
-            [kind >= 0, kind == CJK, kind == CJK, kind < 0], 1), [-1]), index)
+        consuming = tf.gather(
+            tf.reshape(tf.stack([kind >= 0, kind == CJK, kind == CJK, kind < 0], 1), [-1]), index
+        )
         chars, source = _canonical_order(chars, source, consuming, tf.gather(row_ids, source))
         kind, delta = _lookup("UNCASED_FINISH", chars)
         chars, kept = chars + delta, kind != DROP
@@ -137,8 +146,11 @@ def _match_special_tokens(code_points, row_ids, special_tokens):
     window = candidates[:, None] + tf.range(longest)
     padded = tf.concat([code_points, tf.fill([longest], -1)], 0)
     padded_rows = tf.concat([row_ids, tf.fill([longest], tf.constant(-1, row_ids.dtype))], 0)
-    windows = tf.where(tf.gather(padded_rows, window) == tf.gather(row_ids, candidates)[:, None],
-                       tf.gather(padded, window), -1)
+    windows = tf.where(
+        tf.gather(padded_rows, window) == tf.gather(row_ids, candidates)[:, None],
+        tf.gather(padded, window),
+        -1,
+    )
     hits = tf.reduce_all((windows[:, None, :] == table) | (table == -2), axis=2)
     matched = tf.reduce_any(hits, axis=1)
     starts = tf.boolean_mask(candidates, matched)  # sorted
@@ -177,8 +189,9 @@ def split_words(texts, lowercase, special_tokens=()):
         char_lengths = tf.where(overrides >= 0, match_lengths, char_lengths)
     normalized, source, normalized_kept = normalize(chars, row_ids, lowercase, overrides)
     if normalized_kept is not None:
-        normalized, source = (tf.gather(t, tf.where(normalized_kept)[:, 0])
-                              for t in (normalized, source))
+        normalized, source = (
+            tf.gather(t, tf.where(normalized_kept)[:, 0]) for t in (normalized, source)
+        )
     rows = tf.gather(row_ids, source)
     kind, _ = _lookup("PRETOKENIZER", normalized)
     if special_tokens:
@@ -194,8 +207,7 @@ def split_words(texts, lowercase, special_tokens=()):
     normalized, source, begins = (tf.gather(t, index) for t in (normalized, source, begins))
     word_ids = tf.cumsum(tf.cast(begins, tf.int64)) - 1
     num_words = tf.reduce_sum(tf.cast(begins, tf.int64))
-    word_chars = tf.RaggedTensor.from_value_rowids(normalized, word_ids, num_words,
-                                                   validate=False)
+    word_chars = tf.RaggedTensor.from_value_rowids(normalized, word_ids, num_words, validate=False)
     words = tf.strings.unicode_encode(word_chars, "UTF-8")
     word_rows = tf.boolean_mask(tf.gather(row_ids, source), begins)
 
@@ -208,8 +220,9 @@ def split_words(texts, lowercase, special_tokens=()):
         is_special = (first >= SENTINEL) & (first < SENTINEL + len(special_tokens))
         special = tf.where(is_special, first - SENTINEL, -1)
     return {
-        "words": tf.RaggedTensor.from_value_rowids(words, word_rows, tf.size(texts, tf.int64),
-                                                   validate=False),
+        "words": tf.RaggedTensor.from_value_rowids(
+            words, word_rows, tf.size(texts, tf.int64), validate=False
+        ),
         "code_points": word_chars,
         "start": per_char(starts),
         "end": per_char(starts + lengths),

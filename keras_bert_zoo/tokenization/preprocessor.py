@@ -41,11 +41,15 @@ class BertPreprocessor(keras.layers.Layer):
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer):
-            raise ValueError(f"`tokenizer` must be a BertTokenizer. Received: tokenizer of type "
-                             f"{type(tokenizer).__name__}.")
+            raise ValueError(
+                f"`tokenizer` must be a BertTokenizer. Received: tokenizer of type "
+                f"{type(tokenizer).__name__}."
+            )
         if not isinstance(sequence_length, int) or sequence_length < 2:
-            raise ValueError("`sequence_length` must be an integer >= 2 ([CLS] and [SEP]). "
-                             f"Received: sequence_length={sequence_length!r}.")
+            raise ValueError(
+                "`sequence_length` must be an integer >= 2 ([CLS] and [SEP]). "
+                f"Received: sequence_length={sequence_length!r}."
+            )
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
 
@@ -55,26 +59,34 @@ class BertPreprocessor(keras.layers.Layer):
         exceed the encoder's `max_sequence_length`."""
         maximum = load_preset_config(name_or_dir).architecture["max_sequence_length"]
         if sequence_length > maximum:
-            raise ValueError(f"`sequence_length` must be at most the preset's max_sequence_length"
-                             f" {maximum}. Received: sequence_length={sequence_length}.")
+            raise ValueError(
+                f"`sequence_length` must be at most the preset's max_sequence_length"
+                f" {maximum}. Received: sequence_length={sequence_length}."
+            )
         return cls(BertTokenizer.from_preset(name_or_dir), sequence_length, **kwargs)
 
     def call(self, inputs, second=None):
         segments = inputs if isinstance(inputs, tuple) else (inputs,)  # a list is a batch
         segments += () if second is None else (second,)
         if len(segments) not in (1, 2) or (len(segments) == 2 and self.sequence_length < 3):
-            raise ValueError("BertPreprocessor packs one segment, or two with "
-                             "sequence_length >= 3. Received: "
-                             f"{len(segments)} segments, sequence_length={self.sequence_length}.")
+            raise ValueError(
+                "BertPreprocessor packs one segment, or two with "
+                "sequence_length >= 3. Received: "
+                f"{len(segments)} segments, sequence_length={self.sequence_length}."
+            )
         segments = [s if isinstance(s, tf.Tensor) else tf.convert_to_tensor(s) for s in segments]
         if any(s.dtype != tf.string for s in segments):
-            raise ValueError("BertPreprocessor expects strings (tf.string). Received: dtypes "
-                             f"{[s.dtype.name for s in segments]}.")
+            raise ValueError(
+                "BertPreprocessor expects strings (tf.string). Received: dtypes "
+                f"{[s.dtype.name for s in segments]}."
+            )
         ranks = {s.shape.rank for s in segments}
         sizes = {s.shape[0] for s in segments if s.shape.rank == 1 and s.shape[0] is not None}
         if ranks not in ({0}, {1}) or len(sizes) > 1:
-            raise ValueError("Segments must all be strings (rank 0) or all batches (rank 1) of "
-                             f"one size. Received: shapes {[s.shape for s in segments]}.")
+            raise ValueError(
+                "Segments must all be strings (rank 0) or all batches (rank 1) of "
+                f"one size. Received: shapes {[s.shape for s in segments]}."
+            )
         if ranks == {0}:
             outputs = self.call(tuple(s[None] for s in segments))
             return {key: value[0] for key, value in outputs.items()}
@@ -98,24 +110,33 @@ class BertPreprocessor(keras.layers.Layer):
             keep = [tf.minimum(lengths[0], budget - second), second]
         # Fill [batch, sequence_length] by position: [CLS] A [SEP] (B [SEP]) [PAD]...
         position = tf.range(length)[None, :]
-        token_ids = tf.where(position == 0, self.tokenizer.cls_token_id,
-                             self.tokenizer.pad_token_id)
+        token_ids = tf.where(
+            position == 0, self.tokenizer.cls_token_id, self.tokenizer.pad_token_id
+        )
         segment_ids = tf.zeros_like(position)
         begin = tf.ones_like(keep[0])[:, None]  # where the segment's first token goes
         for index in range(count):
             end = begin + keep[index][:, None]
             inside = (position >= begin) & (position < end)
-            source = tf.clip_by_value(starts[index][:, None] + position - begin, 0,
-                                      tf.size(values) - 1)
+            source = tf.clip_by_value(
+                starts[index][:, None] + position - begin, 0, tf.size(values) - 1
+            )
             token_ids = tf.where(inside, tf.gather(values, source), token_ids)
             token_ids = tf.where(position == end, self.tokenizer.sep_token_id, token_ids)
             segment_ids += tf.cast((position >= begin) & (position <= end), tf.int32) * index
             begin = end + 1
-        return {"token_ids": token_ids, "segment_ids": segment_ids,
-                "padding_mask": tf.cast(position < begin, tf.int32)}
+        return {
+            "token_ids": token_ids,
+            "segment_ids": segment_ids,
+            "padding_mask": tf.cast(position < begin, tf.int32),
+        }
 
     def get_config(self):
         config = super().get_config()
-        config.update({"tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-                       "sequence_length": self.sequence_length})
+        config.update(
+            {
+                "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+                "sequence_length": self.sequence_length,
+            }
+        )
         return config

@@ -36,8 +36,19 @@ from keras_bert_zoo.tokenization.normalization import split_words
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words are [UNK], as in BERT
 # tokenizers' WordPiece decoder cleanup, applied to each token in this order.
-_CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
-            (" 'm", "'m"), (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+_CLEANUP = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
 
 
 def compiled_call(layer, key, function, *tensors):
@@ -110,15 +121,27 @@ class BertTokenizer(keras.layers.Layer):
                     f"{_vocabulary_source(vocabulary, tokens)}. Use an original BERT vocabulary,"
                     " which holds [PAD], [UNK], [CLS], [SEP], [MASK]."
                 )
-        self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, \
-            self.mask_token_id = (self._token_to_id[t] for t in SPECIAL_TOKENS)
+        (
+            self.pad_token_id,
+            self.unk_token_id,
+            self.cls_token_id,
+            self.sep_token_id,
+            self.mask_token_id,
+        ) = (self._token_to_id[t] for t in SPECIAL_TOKENS)
         # FastWordpiece needs unique, non-empty tokens; entries no word can match keep the ids
         # of duplicates (the last one wins, as in tokenizers) and of empty lines.
-        matchable = [t if t and self._token_to_id[t] == i and t.strip() == t else f" {i}"
-                     for i, t in enumerate(tokens)]
+        matchable = [
+            t if t and self._token_to_id[t] == i and t.strip() == t else f" {i}"
+            for i, t in enumerate(tokens)
+        ]
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            matchable, token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True,
-            max_bytes_per_word=4 * MAX_INPUT_CHARS_PER_WORD, support_detokenization=False)
+            matchable,
+            token_out_type=tf.int32,
+            unknown_token="[UNK]",
+            no_pretokenization=True,
+            max_bytes_per_word=4 * MAX_INPUT_CHARS_PER_WORD,
+            support_detokenization=False,
+        )
         self._special_ids = tf.constant([self._token_to_id[t] for t in SPECIAL_TOKENS])
 
     @classmethod
@@ -162,8 +185,10 @@ class BertTokenizer(keras.layers.Layer):
         if not isinstance(inputs, (tf.Tensor, tf.RaggedTensor)):
             inputs = tf.convert_to_tensor(inputs)
         if inputs.dtype != tf.string:
-            raise ValueError("BertTokenizer expects strings (tf.string). Received: inputs with "
-                             f"dtype {inputs.dtype.name}.")
+            raise ValueError(
+                "BertTokenizer expects strings (tf.string). Received: inputs with "
+                f"dtype {inputs.dtype.name}."
+            )
         rank = inputs.shape.rank
 
         def tokenize(texts):
@@ -178,8 +203,10 @@ class BertTokenizer(keras.layers.Layer):
                 inputs = tf.RaggedTensor.from_tensor(inputs)
             outputs = compiled_call(self, offsets, tokenize, inputs.values)
             return tuple(inputs.with_values(t) for t in outputs)
-        raise ValueError("BertTokenizer expects a string, a batch [batch] of strings or pre-split "
-                         f"words [batch, (words)]. Received: inputs of shape {inputs.shape}.")
+        raise ValueError(
+            "BertTokenizer expects a string, a batch [batch] of strings or pre-split "
+            f"words [batch, (words)]. Received: inputs of shape {inputs.shape}."
+        )
 
     def _tokenize(self, texts, offsets):
         specials = SPECIAL_TOKENS if self.special_tokens_in_strings else ()
@@ -193,39 +220,48 @@ class BertTokenizer(keras.layers.Layer):
         # characters); special tokens matched in the text become their id.
         special = info["special"]
         single = (chars.row_lengths() > MAX_INPUT_CHARS_PER_WORD) | (special >= 0)
-        single_id = tf.where(special >= 0,
-                             tf.gather(self._special_ids, tf.maximum(special, 0)),
-                             self.unk_token_id)
+        single_id = tf.where(
+            special >= 0, tf.gather(self._special_ids, tf.maximum(special, 0)), self.unk_token_id
+        )
         # Where each piece and each single word's token lands in the flat output.
         piece_word = ids.value_rowids()
         kept = ~tf.gather(single, piece_word)
         lengths = tf.where(single, tf.constant(1, tf.int64), ids.row_lengths())
         splits = tf.concat([[0], tf.cumsum(lengths)], 0)
         shift = tf.gather(splits[:-1] - ids.row_starts(), piece_word)
-        positions = [tf.cast(tf.boolean_mask(tf.range(tf.size(piece_word, tf.int64)) + shift,
-                                             kept), tf.int32),
-                     tf.cast(tf.boolean_mask(splits[:-1], single), tf.int32)]
+        positions = [
+            tf.cast(
+                tf.boolean_mask(tf.range(tf.size(piece_word, tf.int64)) + shift, kept), tf.int32
+            ),
+            tf.cast(tf.boolean_mask(splits[:-1], single), tf.int32),
+        ]
 
         def assemble(piece_values, single_values):
-            values = tf.dynamic_stitch(positions, [tf.boolean_mask(piece_values, kept),
-                                                   tf.boolean_mask(single_values, single)])
+            values = tf.dynamic_stitch(
+                positions,
+                [tf.boolean_mask(piece_values, kept), tf.boolean_mask(single_values, single)],
+            )
             return tf.RaggedTensor.from_row_splits(
-                values, tf.gather(splits, words.row_splits), validate=False)
+                values, tf.gather(splits, words.row_splits), validate=False
+            )
 
         if not offsets:
             return (assemble(ids.values, single_id),)
         # Map each piece's byte span inside its word to the first and last character it covers.
         code_points = chars.values
         utf8_lengths = 1 + tf.add_n(
-            [tf.cast(code_points >= b, tf.int64) for b in (0x80, 0x800, 0x10000)])
+            [tf.cast(code_points >= b, tf.int64) for b in (0x80, 0x800, 0x10000)]
+        )
         char_bytes = tf.cumsum(utf8_lengths, exclusive=True)
         base = tf.gather(tf.gather(char_bytes, chars.row_starts()), piece_word)
         first = tf.searchsorted(char_bytes, base + tf.cast(begins.values, tf.int64))
         last = tf.searchsorted(char_bytes, base + tf.cast(ends.values, tf.int64)) - 1
         prefix = "" if offsets == "byte" else "char_"
         outputs = [assemble(ids.values, single_id)]
-        for key, index, word_index in (("start", first, chars.row_starts()),
-                                       ("end", last, chars.row_limits() - 1)):
+        for key, index, word_index in (
+            ("start", first, chars.row_starts()),
+            ("end", last, chars.row_limits() - 1),
+        ):
             values = info[prefix + key].values
             outputs.append(assemble(tf.gather(values, index), tf.gather(values, word_index)))
         return tuple(outputs)
@@ -251,17 +287,26 @@ class BertTokenizer(keras.layers.Layer):
             special = tf.reduce_any(ids.values[:, None] == self._special_ids[None, :], axis=1)
             ids = tf.ragged.boolean_mask(ids, ids.with_values(~special))
         tokens = tf.gather(tf.constant(self.vocabulary), ids.values)
-        first = tf.range(tf.size(tokens, tf.int64)) == tf.gather(ids.row_starts(),
-                                                                 ids.value_rowids())
+        first = tf.range(tf.size(tokens, tf.int64)) == tf.gather(
+            ids.row_starts(), ids.value_rowids()
+        )
         suffix = tf.strings.regex_full_match(tokens, "##.*") & ~first
-        tokens = tf.where(suffix, tf.strings.regex_replace(tokens, "^##", ""),
-                          tf.where(first, tokens, tf.strings.join([" ", tokens])))
+        tokens = tf.where(
+            suffix,
+            tf.strings.regex_replace(tokens, "^##", ""),
+            tf.where(first, tokens, tf.strings.join([" ", tokens])),
+        )
         for old, new in _CLEANUP:
             tokens = tf.strings.regex_replace(tokens, re.escape(old), new)
         return tf.strings.reduce_join(ids.with_values(tokens), axis=-1)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocabulary": self.get_vocabulary(), "lowercase": self.lowercase,
-                       "special_tokens_in_strings": self.special_tokens_in_strings})
+        config.update(
+            {
+                "vocabulary": self.get_vocabulary(),
+                "lowercase": self.lowercase,
+                "special_tokens_in_strings": self.special_tokens_in_strings,
+            }
+        )
         return config

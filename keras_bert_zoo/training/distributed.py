@@ -47,8 +47,9 @@ def _loss_value(loss, y, y_pred, sample_weight):
     """The compiled loss (a loss or a dict of losses per output) without metric updates."""
     if isinstance(loss, dict):
         weights = sample_weight or {}
-        return tf.add_n([_loss_value(loss[key], y[key], y_pred[key], weights.get(key))
-                         for key in sorted(loss)])
+        return tf.add_n(
+            [_loss_value(loss[key], y[key], y_pred[key], weights.get(key)) for key in sorted(loss)]
+        )
     return tf.cast(keras.losses.get(loss)(y, y_pred, sample_weight=sample_weight), tf.float32)
 
 
@@ -69,8 +70,10 @@ class StrategyTrainer:
 
     def __init__(self, model: keras.Model, strategy, jit_compile: bool = False):
         if getattr(model, "optimizer", None) is None or getattr(model, "loss", None) is None:
-            raise ValueError("Compile the model (optimizer and loss) inside strategy.scope() "
-                             "before training it with StrategyTrainer.")
+            raise ValueError(
+                "Compile the model (optimizer and loss) inside strategy.scope() "
+                "before training it with StrategyTrainer."
+            )
         self.model, self.strategy = model, strategy
         if not model.optimizer.built:  # slot variables must exist before the replicas step
             with strategy.scope():
@@ -100,13 +103,25 @@ class StrategyTrainer:
         losses = self.strategy.run(self._replica_step, args=(next(iterator),))
         return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
 
-    def fit(self, dataset, epochs: int, steps_per_epoch: int, initial_epoch: int = 0,
-            callbacks=(), verbose: int = 1) -> keras.callbacks.History:
+    def fit(
+        self,
+        dataset,
+        epochs: int,
+        steps_per_epoch: int,
+        initial_epoch: int = 0,
+        callbacks=(),
+        verbose: int = 1,
+    ) -> keras.callbacks.History:
         """Like `model.fit` over an endless `dataset` of global batches."""
         history = keras.callbacks.History()
         callback_list = keras.callbacks.CallbackList(
-            [*callbacks, history], add_progbar=verbose != 0, model=self.model,
-            verbose=verbose, epochs=epochs, steps=steps_per_epoch)
+            [*callbacks, history],
+            add_progbar=verbose != 0,
+            model=self.model,
+            verbose=verbose,
+            epochs=epochs,
+            steps=steps_per_epoch,
+        )
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
         self.model.stop_training = False
         callback_list.on_train_begin()

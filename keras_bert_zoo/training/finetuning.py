@@ -23,7 +23,7 @@ def _batched(tokenizer, texts, offsets=False, batch=4096):
     """Tokenizes `texts` in chunks: list of id lists (or of (id, start, end) char triples)."""
     results = []
     for begin in range(0, len(texts), batch):
-        chunk = tf.constant(list(texts[begin:begin + batch]))
+        chunk = tf.constant(list(texts[begin : begin + batch]))
         if not offsets:
             results += [row.tolist() for row in tokenizer(chunk).numpy()]
             continue
@@ -34,8 +34,9 @@ def _batched(tokenizer, texts, offsets=False, batch=4096):
 
 
 def _specials(tokenizer):
-    return dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
-                pad_id=tokenizer.pad_token_id)
+    return dict(
+        cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id
+    )
 
 
 @dataclasses.dataclass
@@ -48,14 +49,20 @@ class ClassificationTask:
     regression: bool = False
 
     def read(self, path, label_names=None):
-        return data.read_glue_tsv(path, self.text_columns, self.label_column,
-                                  label_names=label_names, regression=self.regression)
+        return data.read_glue_tsv(
+            path,
+            self.text_columns,
+            self.label_column,
+            label_names=label_names,
+            regression=self.regression,
+        )
 
     def arrays(self, dataset):
         first = tf.constant([e.text_a for e in dataset.examples])
         pairs = dataset.examples and dataset.examples[0].text_b is not None
         inputs = self.preprocessor(
-            (first, tf.constant([e.text_b for e in dataset.examples])) if pairs else first)
+            (first, tf.constant([e.text_b for e in dataset.examples])) if pairs else first
+        )
         return {k: v.numpy() for k, v in inputs.items()}, dataset.labels, None
 
     def label_names(self, dataset):
@@ -72,12 +79,16 @@ class ClassificationTask:
     def evaluate(self, dataset, outputs, extra):
         if self.regression:
             scores = np.asarray(outputs)[:, 0]
-            return {"pearson": metrics.pearson(dataset.labels, scores),
-                    "spearman": metrics.spearman(dataset.labels, scores)}
+            return {
+                "pearson": metrics.pearson(dataset.labels, scores),
+                "spearman": metrics.spearman(dataset.labels, scores),
+            }
         predicted = np.asarray(outputs).argmax(-1)
         average = "binary" if len(dataset.label_names) == 2 else "macro"
-        return {"accuracy": metrics.accuracy(dataset.labels, predicted),
-                "f1": metrics.f1_score(dataset.labels, predicted, average=average)}
+        return {
+            "accuracy": metrics.accuracy(dataset.labels, predicted),
+            "f1": metrics.f1_score(dataset.labels, predicted, average=average),
+        }
 
 
 @dataclasses.dataclass
@@ -94,9 +105,13 @@ class TaggingTask:
         words = sorted({w for s in dataset.sentences for w in s.words})
         pieces = dict(zip(words, _batched(tokenizer, words), strict=True))
         encoded = data.encode_tagged(
-            [s.words for s in dataset.sentences], pieces.__getitem__,
-            self.preprocessor.sequence_length, tag_ids=dataset.tag_ids,
-            unk_id=tokenizer.unk_token_id, **_specials(tokenizer))
+            [s.words for s in dataset.sentences],
+            pieces.__getitem__,
+            self.preprocessor.sequence_length,
+            tag_ids=dataset.tag_ids,
+            unk_id=tokenizer.unk_token_id,
+            **_specials(tokenizer),
+        )
         x = {k: encoded[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         return x, encoded["labels"], encoded["word_index"]
 
@@ -110,11 +125,13 @@ class TaggingTask:
         return tagger_loss()
 
     def evaluate(self, dataset, outputs, word_index):
-        predicted = data.word_predictions(np.asarray(outputs), word_index,
-                                          [len(s.words) for s in dataset.sentences])
+        predicted = data.word_predictions(
+            np.asarray(outputs), word_index, [len(s.words) for s in dataset.sentences]
+        )
         names = dataset.tag_names
-        scores = metrics.entity_scores([s.tags for s in dataset.sentences],
-                                       [[names[t] for t in row] for row in predicted])
+        scores = metrics.entity_scores(
+            [s.tags for s in dataset.sentences], [[names[t] for t in row] for row in predicted]
+        )
         return {key: scores[key] for key in ("precision", "recall", "f1")}
 
 
@@ -134,11 +151,14 @@ class QuestionAnsweringTask:
         texts = sorted({e.question for e in examples} | {e.context for e in examples})
         spans = dict(zip(texts, _batched(tokenizer, texts, offsets=True), strict=True))
         features = data.build_squad_features(
-            examples, spans.__getitem__, max_seq_length=self.preprocessor.sequence_length,
-            doc_stride=self.doc_stride, max_query_length=self.max_query_length,
-            **_specials(tokenizer))
-        targets = {"start_logits": features.start_positions,
-                   "end_logits": features.end_positions}
+            examples,
+            spans.__getitem__,
+            max_seq_length=self.preprocessor.sequence_length,
+            doc_stride=self.doc_stride,
+            max_query_length=self.max_query_length,
+            **_specials(tokenizer),
+        )
+        targets = {"start_logits": features.start_positions, "end_logits": features.end_positions}
         return features.inputs(), targets, features
 
     def label_names(self, examples):
@@ -148,12 +168,18 @@ class QuestionAnsweringTask:
         return {}
 
     def loss(self, examples):
-        return {key: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-                for key in ("start_logits", "end_logits")}
+        return {
+            key: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            for key in ("start_logits", "end_logits")
+        }
 
     def evaluate(self, examples, outputs, features):
-        answers = data.postprocess(examples, features, np.asarray(outputs["start_logits"]),
-                                   np.asarray(outputs["end_logits"]))
+        answers = data.postprocess(
+            examples,
+            features,
+            np.asarray(outputs["start_logits"]),
+            np.asarray(outputs["end_logits"]),
+        )
         return data.squad_evaluate(examples, answers)
 
 

@@ -27,8 +27,13 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     >>> schedule = kbz.training.WarmupLinearDecay(2e-5, warmup_steps=100, total_steps=1000)
     """
 
-    def __init__(self, peak_learning_rate: float, warmup_steps: int, total_steps: int,
-                 accumulation_steps: int = 1):
+    def __init__(
+        self,
+        peak_learning_rate: float,
+        warmup_steps: int,
+        total_steps: int,
+        accumulation_steps: int = 1,
+    ):
         if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
             raise ValueError(
                 "Expected 0 <= warmup_steps <= total_steps and total_steps >= 1. Received: "
@@ -46,20 +51,28 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         peak = self.peak_learning_rate
         warmup = peak * step / max(self.warmup_steps, 1)
         decay_span = max(self.total_steps - self.warmup_steps, 1)
-        decay = peak * keras.ops.maximum(
-            0.0, (self.total_steps - step) / decay_span)
+        decay = peak * keras.ops.maximum(0.0, (self.total_steps - step) / decay_span)
         return keras.ops.where(step < self.warmup_steps, warmup, decay)
 
     def get_config(self):
-        return {"peak_learning_rate": self.peak_learning_rate,
-                "warmup_steps": self.warmup_steps, "total_steps": self.total_steps,
-                "accumulation_steps": self.accumulation_steps}
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": self.total_steps,
+            "accumulation_steps": self.accumulation_steps,
+        }
 
 
-def create_optimizer(learning_rate: float, total_steps: int, warmup_fraction: float = 0.1,
-                     optimizer: str = "adamw", weight_decay: float = 0.01,
-                     clipnorm: float | None = 1.0, gradient_accumulation_steps: int | None = None,
-                     loss_scale: bool = False) -> keras.optimizers.Optimizer:
+def create_optimizer(
+    learning_rate: float,
+    total_steps: int,
+    warmup_fraction: float = 0.1,
+    optimizer: str = "adamw",
+    weight_decay: float = 0.01,
+    clipnorm: float | None = 1.0,
+    gradient_accumulation_steps: int | None = None,
+    loss_scale: bool = False,
+) -> keras.optimizers.Optimizer:
     """BERT's optimizer: AdamW or LAMB on a warmup + linear-decay schedule.
 
     Args:
@@ -75,10 +88,18 @@ def create_optimizer(learning_rate: float, total_steps: int, warmup_fraction: fl
 
     >>> opt = kbz.training.create_optimizer(2e-5, total_steps=1000)
     """
-    schedule = WarmupLinearDecay(learning_rate, int(total_steps * warmup_fraction), total_steps,
-                                 accumulation_steps=gradient_accumulation_steps or 1)
-    common = dict(learning_rate=schedule, weight_decay=weight_decay, global_clipnorm=clipnorm,
-                  gradient_accumulation_steps=gradient_accumulation_steps)
+    schedule = WarmupLinearDecay(
+        learning_rate,
+        int(total_steps * warmup_fraction),
+        total_steps,
+        accumulation_steps=gradient_accumulation_steps or 1,
+    )
+    common = dict(
+        learning_rate=schedule,
+        weight_decay=weight_decay,
+        global_clipnorm=clipnorm,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+    )
     if optimizer == "adamw":
         opt = keras.optimizers.AdamW(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
     elif optimizer == "lamb":

@@ -53,8 +53,9 @@ class ResumeCheckpoint(keras.callbacks.Callback):
             self.model.save_weights(temporary, overwrite=True)
         with staged_file(self.directory / seeds) as temporary, open(temporary, "wb") as handle:
             np.savez(handle, *[v.numpy() for v in _seed_states(self.model)])
-        write_json(self.directory / STATE_FILE,
-                    {"interval": epoch + 1, "weights": name, "seeds": seeds})
+        write_json(
+            self.directory / STATE_FILE, {"interval": epoch + 1, "weights": name, "seeds": seeds}
+        )
         for old in self.directory.glob("ckpt-*"):
             if old.name not in (name, seeds):
                 old.unlink()
@@ -85,8 +86,10 @@ def restore(model: keras.Model, directory) -> int:
     try:
         model.load_weights(weights)
     except ValueError as error:
-        raise ValueError(f"Checkpoint {weights} does not fit this model ({error}). It belongs "
-                         "to another run: use another --output directory.") from error
+        raise ValueError(
+            f"Checkpoint {weights} does not fit this model ({error}). It belongs "
+            "to another run: use another --output directory."
+        ) from error
     with np.load(Path(directory) / state["seeds"], allow_pickle=False) as saved:
         keys = sorted(saved.files, key=lambda k: int(k.split("_")[1]))  # arr_0, arr_1, ...
         for variable, key in zip(_seed_states(model), keys, strict=True):
@@ -102,20 +105,31 @@ def interval_sizes(total_steps: int, steps_per_checkpoint: int, what: str = "the
     [4, 4, 2]
     """
     if total_steps < 1 or steps_per_checkpoint < 1:
-        raise ValueError(f"Steps and checkpoint interval must be positive. Received: "
-                         f"{total_steps} steps, a checkpoint every {steps_per_checkpoint}.")
+        raise ValueError(
+            f"Steps and checkpoint interval must be positive. Received: "
+            f"{total_steps} steps, a checkpoint every {steps_per_checkpoint}."
+        )
     if steps_per_checkpoint > total_steps:
         raise ValueError(
             f"The checkpoint interval ({steps_per_checkpoint} steps) is longer than {what} "
             f"({total_steps} steps), so no checkpoint would ever be written. Pass "
-            f"--checkpoint-every {total_steps} or less (or leave it out for the default).")
+            f"--checkpoint-every {total_steps} or less (or leave it out for the default)."
+        )
     whole, rest = divmod(total_steps, steps_per_checkpoint)
     return [steps_per_checkpoint] * whole + ([rest] if rest else [])
 
 
-def fit_resumable(model: keras.Model, dataset, total_steps: int, steps_per_checkpoint: int,
-                  directory, callbacks=(), verbose: int = 1, strategy=None,
-                  jit_compile: bool = False):
+def fit_resumable(
+    model: keras.Model,
+    dataset,
+    total_steps: int,
+    steps_per_checkpoint: int,
+    directory,
+    callbacks=(),
+    verbose: int = 1,
+    strategy=None,
+    jit_compile: bool = False,
+):
     """`model.fit` over an endless seeded `dataset` for `total_steps`, resuming if possible.
 
     Args:
@@ -135,10 +149,18 @@ def fit_resumable(model: keras.Model, dataset, total_steps: int, steps_per_check
     if done >= len(sizes):
         logger.info("The run in %s is already complete.", directory)
     start = sum(sizes[:done])
-    arguments = dict(epochs=len(sizes), initial_epoch=done, steps_per_epoch=steps_per_checkpoint,
-                     verbose=verbose, callbacks=[StopAfterSteps(total_steps - start),
-                                                 ResumeCheckpoint(directory),
-                                                 keras.callbacks.TerminateOnNaN(), *callbacks])
+    arguments = dict(
+        epochs=len(sizes),
+        initial_epoch=done,
+        steps_per_epoch=steps_per_checkpoint,
+        verbose=verbose,
+        callbacks=[
+            StopAfterSteps(total_steps - start),
+            ResumeCheckpoint(directory),
+            keras.callbacks.TerminateOnNaN(),
+            *callbacks,
+        ],
+    )
     remaining = dataset.skip(start)
     if strategy is not None and strategy is not tf.distribute.get_strategy():
         history = StrategyTrainer(model, strategy, jit_compile).fit(remaining, **arguments)
@@ -149,5 +171,6 @@ def fit_resumable(model: keras.Model, dataset, total_steps: int, steps_per_check
         raise ValueError(
             f"Training stopped: the loss became {losses[-1]} (NaN or Inf). The last good "
             f"checkpoint is kept in {directory}; lower the learning rate or use float32 / "
-            "mixed_bfloat16 precision, then re-run the same command to resume from it.")
+            "mixed_bfloat16 precision, then re-run the same command to resume from it."
+        )
     return history

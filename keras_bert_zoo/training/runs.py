@@ -32,13 +32,27 @@ def _tensorboard(output: Path):
     return keras.callbacks.TensorBoard(str(output / "logs"), update_freq=50)
 
 
-def run_finetune(task: str, preset: str, train: str, validation: str, output: str,
-                 epochs: int = 3, batch_size: int = 32, sequence_length: int = 128,
-                 learning_rate: float = 2e-5, warmup_fraction: float = 0.1,
-                 strategy: str = "none", tpu: str | None = None, jit_compile: bool = False,
-                 mixed_precision: str = "float32", seed: int = 0,
-                 checkpoint_every: int | None = None, export: bool = True,
-                 verbose: int = 1, **task_options) -> dict:
+def run_finetune(
+    task: str,
+    preset: str,
+    train: str,
+    validation: str,
+    output: str,
+    epochs: int = 3,
+    batch_size: int = 32,
+    sequence_length: int = 128,
+    learning_rate: float = 2e-5,
+    warmup_fraction: float = 0.1,
+    strategy: str = "none",
+    tpu: str | None = None,
+    jit_compile: bool = False,
+    mixed_precision: str = "float32",
+    seed: int = 0,
+    checkpoint_every: int | None = None,
+    export: bool = True,
+    verbose: int = 1,
+    **task_options,
+) -> dict:
     """Fine-tunes `preset` on `train`, evaluates on `validation`, writes to `output`.
 
     Args:
@@ -50,8 +64,9 @@ def run_finetune(task: str, preset: str, train: str, validation: str, output: st
     >>> kbz.training.run_finetune("classifier", "my_preset", "train.tsv", "dev.tsv", "out")
     """
     if task not in FINETUNING_TASKS:
-        raise ValueError(f"Unknown fine-tuning task {task!r}. Expected one of "
-                         f"{sorted(FINETUNING_TASKS)}.")
+        raise ValueError(
+            f"Unknown fine-tuning task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
+        )
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
     preprocessor = BertPreprocessor.from_preset(preset, sequence_length=sequence_length)
@@ -62,8 +77,10 @@ def run_finetune(task: str, preset: str, train: str, validation: str, output: st
     x_val, y_val, extra_val = job.arrays(validation_data)
     steps_per_epoch = len(x["token_ids"]) // batch_size
     if steps_per_epoch < 1:
-        raise ValueError(f"{train} gives {len(x['token_ids'])} training sequences, fewer than "
-                         f"one batch of {batch_size}; lower --batch-size.")
+        raise ValueError(
+            f"{train} gives {len(x['token_ids'])} training sequences, fewer than "
+            f"one batch of {batch_size}; lower --batch-size."
+        )
     total = epochs * steps_per_epoch
     interval = checkpoint_every or steps_per_epoch
     interval_sizes(total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)")
@@ -72,15 +89,28 @@ def run_finetune(task: str, preset: str, train: str, validation: str, output: st
     distribution = get_strategy(strategy, tpu)
     with distribution.scope():
         model = from_preset(preset, task=task, **job.task_kwargs(train_data))
-        optimizer = create_optimizer(learning_rate, total, warmup_fraction,
-                                     loss_scale=mixed_precision == "mixed_float16")
+        optimizer = create_optimizer(
+            learning_rate, total, warmup_fraction, loss_scale=mixed_precision == "mixed_float16"
+        )
         model.compile(optimizer=optimizer, loss=job.loss(train_data), jit_compile=jit_compile)
-    dataset = (tf.data.Dataset.from_tensor_slices((x, y))
-               .shuffle(len(x["token_ids"]), seed=seed, reshuffle_each_iteration=True)
-               .repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
-    fit_resumable(model, dataset, total, interval, output / "checkpoints",
-                  callbacks=[_tensorboard(output)], verbose=verbose, strategy=distribution,
-                  jit_compile=jit_compile)
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(len(x["token_ids"]), seed=seed, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(batch_size, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    fit_resumable(
+        model,
+        dataset,
+        total,
+        interval,
+        output / "checkpoints",
+        callbacks=[_tensorboard(output)],
+        verbose=verbose,
+        strategy=distribution,
+        jit_compile=jit_compile,
+    )
     outputs = model.predict(x_val, batch_size=batch_size, verbose=0)
     results = job.evaluate(validation_data, outputs, extra_val)
     results = {key: float(value) for key, value in results.items()}
@@ -88,37 +118,60 @@ def run_finetune(task: str, preset: str, train: str, validation: str, output: st
     model.save(output / "model.keras")
     save_preset(model, output / "preset", overwrite=True)
     if export:
-        export_saved_model(model, output / "export" / "1", preprocessor=preprocessor,
-                           overwrite=True)
+        export_saved_model(
+            model, output / "export" / "1", preprocessor=preprocessor, overwrite=True
+        )
     logger.info("Validation metrics: %s", results)
     return results
 
 
-def pretraining_data(input_file, text_file, preset, batch_size, max_seq_length,
-                     max_predictions_per_seq, seed):
+def pretraining_data(
+    input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
+):
     """TFRecords (google-research/bert features) or dynamic masking straight from text."""
     if bool(input_file) == bool(text_file):
-        raise ValueError("Pass exactly one of --input-file (TFRecords from kbz "
-                         "create-pretraining-data) or --text-file (raw text, masked on the fly).")
+        raise ValueError(
+            "Pass exactly one of --input-file (TFRecords from kbz "
+            "create-pretraining-data) or --text-file (raw text, masked on the fly)."
+        )
     if input_file:
         return pretraining_dataset(
-            input_file, batch_size, max_seq_length, max_predictions_per_seq, seed=seed)
+            input_file, batch_size, max_seq_length, max_predictions_per_seq, seed=seed
+        )
     config = load_preset_config(preset)
     return dynamic_masking_dataset(
-        text_file, BertTokenizer.from_preset(preset), config.vocabulary_path, batch_size,
-        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
-        seed=seed)
+        text_file,
+        BertTokenizer.from_preset(preset),
+        config.vocabulary_path,
+        batch_size,
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        seed=seed,
+    )
 
 
-def run_pretrain(preset: str, output: str, input_file=None, text_file=None,
-                 from_scratch: bool = False, num_train_steps: int = 1000,
-                 batch_size: int = 32, max_seq_length: int = 128,
-                 max_predictions_per_seq: int = 20, learning_rate: float = 1e-4,
-                 warmup_fraction: float = 0.1, optimizer: str = "adamw",
-                 gradient_accumulation_steps: int | None = None, strategy: str = "none",
-                 tpu: str | None = None, jit_compile: bool = False,
-                 mixed_precision: str = "float32", seed: int = 0,
-                 checkpoint_every: int | None = None, verbose: int = 1) -> dict:
+def run_pretrain(
+    preset: str,
+    output: str,
+    input_file=None,
+    text_file=None,
+    from_scratch: bool = False,
+    num_train_steps: int = 1000,
+    batch_size: int = 32,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    learning_rate: float = 1e-4,
+    warmup_fraction: float = 0.1,
+    optimizer: str = "adamw",
+    gradient_accumulation_steps: int | None = None,
+    strategy: str = "none",
+    tpu: str | None = None,
+    jit_compile: bool = False,
+    mixed_precision: str = "float32",
+    seed: int = 0,
+    checkpoint_every: int | None = None,
+    verbose: int = 1,
+) -> dict:
     """MLM + NSP pretraining of `preset` (its weights, or its architecture `from_scratch`).
 
     Writes checkpoints (resumable), TensorBoard logs and a final `preset/` directory that
@@ -133,22 +186,47 @@ def run_pretrain(preset: str, output: str, input_file=None, text_file=None,
     output.mkdir(parents=True, exist_ok=True)
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
-    dataset = pretraining_data(input_file, text_file, preset, batch_size, max_seq_length,
-                               max_predictions_per_seq, seed)
+    dataset = pretraining_data(
+        input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
+    )
     distribution = get_strategy(strategy, tpu)
     with distribution.scope():
-        model = from_preset(preset, task="pretrainer", load_weights=not from_scratch,
-                            max_predictions=max_predictions_per_seq)
+        model = from_preset(
+            preset,
+            task="pretrainer",
+            load_weights=not from_scratch,
+            max_predictions=max_predictions_per_seq,
+        )
         updates = num_train_steps // (gradient_accumulation_steps or 1)  # steps are batches
-        compile_pretrainer(model, create_optimizer(
-            learning_rate, updates, warmup_fraction, optimizer=optimizer,
-            gradient_accumulation_steps=gradient_accumulation_steps,
-            loss_scale=mixed_precision == "mixed_float16"), jit_compile=jit_compile)
-    history = fit_resumable(model, dataset, num_train_steps, interval, output / "checkpoints",
-                            callbacks=[_tensorboard(output)], verbose=verbose,
-                            strategy=distribution, jit_compile=jit_compile)
+        compile_pretrainer(
+            model,
+            create_optimizer(
+                learning_rate,
+                updates,
+                warmup_fraction,
+                optimizer=optimizer,
+                gradient_accumulation_steps=gradient_accumulation_steps,
+                loss_scale=mixed_precision == "mixed_float16",
+            ),
+            jit_compile=jit_compile,
+        )
+    history = fit_resumable(
+        model,
+        dataset,
+        num_train_steps,
+        interval,
+        output / "checkpoints",
+        callbacks=[_tensorboard(output)],
+        verbose=verbose,
+        strategy=distribution,
+        jit_compile=jit_compile,
+    )
     results = {key: float(values[-1]) for key, values in history.history.items() if values}
     write_json(output / "metrics.json", results)
-    save_preset(model, output / "preset", overwrite=True,
-                metadata={"provenance": f"kbz pretrain of {preset}, {num_train_steps} steps"})
+    save_preset(
+        model,
+        output / "preset",
+        overwrite=True,
+        metadata={"provenance": f"kbz pretrain of {preset}, {num_train_steps} steps"},
+    )
     return results

@@ -62,19 +62,26 @@ def wikitext_documents(path: Path):
 
 def write(documents, path: Path) -> None:
     path.write_text("\n\n".join("\n".join(d) for d in documents) + "\n", encoding="utf-8")
-    print(f"{path.name}: {len(documents)} documents, "
-          f"{sum(map(len, documents))} sentences, {path.stat().st_size:,} bytes")
+    print(
+        f"{path.name}: {len(documents)} documents, "
+        f"{sum(map(len, documents))} sentences, {path.stat().st_size:,} bytes"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", type=Path, help="folder with gutenberg/ and wikitext-2-raw/")
     args = parser.parse_args()
-    books = [d for name, chapters in BOOKS.items()
-             for d in gutenberg_documents(args.data / "gutenberg" / name, chapters)]
+    books = [
+        d
+        for name, chapters in BOOKS.items()
+        for d in gutenberg_documents(args.data / "gutenberg" / name, chapters)
+    ]
     write(books, HERE / "gutenberg.txt")
-    write(wikitext_documents(args.data / "wikitext-2-raw" / "wiki.valid.raw"),
-          HERE / "wikitext2_valid.txt")
+    write(
+        wikitext_documents(args.data / "wikitext-2-raw" / "wiki.valid.raw"),
+        HERE / "wikitext2_valid.txt",
+    )
 
 
 if __name__ == "__main__":

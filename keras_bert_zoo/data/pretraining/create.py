@@ -21,13 +21,23 @@ logger = logging.getLogger(__name__)
 TokenizeLines = Callable[[list], list]
 
 
-def create_pretraining_data(input_file, output_file, vocab_file=None, do_lower_case=None,
-                            max_seq_length: int = 128, max_predictions_per_seq: int = 20,
-                            random_seed: int = 12345, dupe_factor: int = 10,
-                            masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
-                            do_whole_word_mask: bool = False, preset=None,
-                            input_format: str = "sentence_per_line", num_workers=None,
-                            tokenize_lines: TokenizeLines | None = None) -> dict:
+def create_pretraining_data(
+    input_file,
+    output_file,
+    vocab_file=None,
+    do_lower_case=None,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    random_seed: int = 12345,
+    dupe_factor: int = 10,
+    masked_lm_prob: float = 0.15,
+    short_seq_prob: float = 0.1,
+    do_whole_word_mask: bool = False,
+    preset=None,
+    input_format: str = "sentence_per_line",
+    num_workers=None,
+    tokenize_lines: TokenizeLines | None = None,
+) -> dict:
     """Text files -> TFRecord shards of BERT pretraining instances (deterministic per seed).
 
     `input_file`: comma-separated paths/globs (or a list); `output_file`: comma-separated
@@ -37,8 +47,13 @@ def create_pretraining_data(input_file, output_file, vocab_file=None, do_lower_c
 
     >>> create_pretraining_data("wiki.txt", "out@2", vocab_file="vocab.txt", dupe_factor=5)
     """
-    config = InstanceConfig(max_seq_length, max_predictions_per_seq, masked_lm_prob,
-                            short_seq_prob, bool(do_whole_word_mask))
+    config = InstanceConfig(
+        max_seq_length,
+        max_predictions_per_seq,
+        masked_lm_prob,
+        short_seq_prob,
+        bool(do_whole_word_mask),
+    )
     if dupe_factor < 1:
         raise ValueError(f"--dupe_factor={dupe_factor} must be >= 1.")
     inputs = text.expand_input_patterns(input_file)
@@ -47,13 +62,23 @@ def create_pretraining_data(input_file, output_file, vocab_file=None, do_lower_c
     vocab = text.vocabulary_info(load_vocabulary(vocab_path), lowercase, str(vocab_path))
     records.check_writable(outputs)
     tokenize_lines = tokenize_lines or text.default_tokenize_lines(vocab_path, lowercase)
-    by_file = text.read_and_tokenize(inputs, tokenize_lines, vocab, input_format,
-                                     max_seq_length, num_workers)
-    instances = records.serialized_instances(by_file, config, vocab, dupe_factor, random_seed,
-                                             num_workers, ", ".join(inputs))
+    by_file = text.read_and_tokenize(
+        inputs, tokenize_lines, vocab, input_format, max_seq_length, num_workers
+    )
+    instances = records.serialized_instances(
+        by_file, config, vocab, dupe_factor, random_seed, num_workers, ", ".join(inputs)
+    )
     records.write_instance_files(instances, outputs)
     documents = sum(map(len, by_file))
-    logger.info("Wrote %d instances from %d documents to %d file(s).", len(instances),
-                documents, len(outputs))
-    return {"input_files": len(inputs), "documents": documents, "instances": len(instances),
-            "output_files": outputs}
+    logger.info(
+        "Wrote %d instances from %d documents to %d file(s).",
+        len(instances),
+        documents,
+        len(outputs),
+    )
+    return {
+        "input_files": len(inputs),
+        "documents": documents,
+        "instances": len(instances),
+        "output_files": outputs,
+    }

@@ -51,19 +51,27 @@ class InstanceConfig:
     do_whole_word_mask: bool = False
 
     def __post_init__(self):
-        checks = {"max_seq_length": self.max_seq_length >= 5,
-                  "max_predictions_per_seq": self.max_predictions_per_seq >= 1,
-                  "masked_lm_prob": 0.0 < self.masked_lm_prob <= 1.0,
-                  "short_seq_prob": 0.0 <= self.short_seq_prob <= 1.0}
+        checks = {
+            "max_seq_length": self.max_seq_length >= 5,
+            "max_predictions_per_seq": self.max_predictions_per_seq >= 1,
+            "masked_lm_prob": 0.0 < self.masked_lm_prob <= 1.0,
+            "short_seq_prob": 0.0 <= self.short_seq_prob <= 1.0,
+        }
         for flag, ok in checks.items():
             if not ok:
-                raise ValueError(f"--{flag}={getattr(self, flag)!r} is out of range (need "
-                                 "max_seq_length >= 5, max_predictions_per_seq >= 1, "
-                                 "0 < masked_lm_prob <= 1, 0 <= short_seq_prob <= 1).")
+                raise ValueError(
+                    f"--{flag}={getattr(self, flag)!r} is out of range (need "
+                    "max_seq_length >= 5, max_predictions_per_seq >= 1, "
+                    "0 < masked_lm_prob <= 1, 0 <= short_seq_prob <= 1)."
+                )
 
 
-def mask_tokens(token_ids: np.ndarray, vocab: text.VocabularyInfo, config: InstanceConfig,
-                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mask_tokens(
+    token_ids: np.ndarray,
+    vocab: text.VocabularyInfo,
+    config: InstanceConfig,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Picks ~masked_lm_prob of the maskable tokens; 80% -> [MASK], 10% random, 10% kept.
 
     Returns (masked ids, sorted positions, original ids at those positions).
@@ -71,8 +79,9 @@ def mask_tokens(token_ids: np.ndarray, vocab: text.VocabularyInfo, config: Insta
     >>> ids, positions, labels = mask_tokens(ids, vocab, InstanceConfig(), rng)
     """
     candidates = np.flatnonzero(~vocab.unselectable[token_ids])
-    budget = min(config.max_predictions_per_seq,
-                 max(1, int(round(len(candidates) * config.masked_lm_prob))))
+    budget = min(
+        config.max_predictions_per_seq, max(1, int(round(len(candidates) * config.masked_lm_prob)))
+    )
     if config.do_whole_word_mask:
         continues = vocab.is_subword[token_ids[candidates[1:]]] & (np.diff(candidates) == 1)
         words = np.split(candidates, np.flatnonzero(~continues) + 1)
@@ -96,11 +105,12 @@ def mask_tokens(token_ids: np.ndarray, vocab: text.VocabularyInfo, config: Insta
 
 def _trim(tokens: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
     front = int(rng.binomial(count, 0.5)) if count else 0  # each removal: front or back
-    return tokens[front:len(tokens) - (count - front)]
+    return tokens[front : len(tokens) - (count - front)]
 
 
-def truncate_pair(a: np.ndarray, b: np.ndarray, max_num_tokens: int,
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def truncate_pair(
+    a: np.ndarray, b: np.ndarray, max_num_tokens: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Shortens the longer segment first (ties: A), from a random end, until both fit."""
     excess = len(a) + len(b) - max_num_tokens
     if excess <= 0:
@@ -118,7 +128,7 @@ def _random_segment(documents: list, index: int, target: int, rng) -> np.ndarray
     other = int(rng.integers(len(documents) - 1))
     document = documents[other + (other >= index)]  # any document but this one
     pieces, total = [], 0
-    for sentence in document[int(rng.integers(len(document))):]:
+    for sentence in document[int(rng.integers(len(document))) :]:
         pieces.append(sentence)
         total += len(sentence)
         if total >= target:
@@ -135,13 +145,18 @@ def _make_instance(a, b, is_random, config, vocab, rng) -> Instance:
     a, b = truncate_pair(a, b, config.max_seq_length - 3, rng)
     ids = np.concatenate([[vocab.cls_id], a, [vocab.sep_id], b, [vocab.sep_id]]).astype(np.int32)
     segments = np.zeros(len(ids), np.int32)
-    segments[len(a) + 2:] = 1
+    segments[len(a) + 2 :] = 1
     masked, positions, labels = mask_tokens(ids, vocab, config, rng)
     return Instance(masked, segments, positions.astype(np.int32), labels, bool(is_random))
 
 
-def instances_from_document(documents: list, index: int, config: InstanceConfig,
-                            vocab: text.VocabularyInfo, rng: np.random.Generator) -> list:
+def instances_from_document(
+    documents: list,
+    index: int,
+    config: InstanceConfig,
+    vocab: text.VocabularyInfo,
+    rng: np.random.Generator,
+) -> list:
     """Packs consecutive sentences of `documents[index]` into A/B pairs, then masks them.
 
     `documents`: list of documents, each a list of sentences (int32 id arrays); needs >= 2.
@@ -178,16 +193,21 @@ def instances_from_document(documents: list, index: int, config: InstanceConfig,
 def check_documents(documents: list, source: str) -> None:
     """Clear errors for inputs that cannot make next-sentence pairs."""
     if len(documents) < 2:
-        raise ValueError(f"{source}: found {len(documents)} document(s); next-sentence "
-                         "prediction needs at least 2. Separate documents with a blank line.")
+        raise ValueError(
+            f"{source}: found {len(documents)} document(s); next-sentence "
+            "prediction needs at least 2. Separate documents with a blank line."
+        )
     if all(len(document) == 1 for document in documents):
-        raise ValueError(f"{source}: every document has a single sentence. Expected one "
-                         "sentence per line with blank lines only between documents; for "
-                         "running text pass --input_format raw.")
+        raise ValueError(
+            f"{source}: every document has a single sentence. Expected one "
+            "sentence per line with blank lines only between documents; for "
+            "running text pass --input_format raw."
+        )
 
 
-def file_instances(pool: list, indices, config: InstanceConfig, vocab: text.VocabularyInfo,
-                   dupe_factor: int, seed) -> list:
+def file_instances(
+    pool: list, indices, config: InstanceConfig, vocab: text.VocabularyInfo, dupe_factor: int, seed
+) -> list:
     """`dupe_factor` passes (new pairs and masks each) over `pool[i]` for i in `indices`.
 
     Random next segments come from other documents of `pool`.
@@ -195,5 +215,9 @@ def file_instances(pool: list, indices, config: InstanceConfig, vocab: text.Voca
     >>> instances = file_instances(docs, range(len(docs)), InstanceConfig(), vocab, 2, seed=0)
     """
     rng = np.random.default_rng(seed)
-    return [instance for _ in range(dupe_factor) for index in indices
-            for instance in instances_from_document(pool, index, config, vocab, rng)]
+    return [
+        instance
+        for _ in range(dupe_factor)
+        for index in indices
+        for instance in instances_from_document(pool, index, config, vocab, rng)
+    ]

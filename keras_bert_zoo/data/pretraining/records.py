@@ -30,40 +30,47 @@ _SHARDED = re.compile(r"^(.+)@(\d+)$")
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
     """google-research/bert's `name_to_features` (run_pretraining.py)."""
     ints = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
-    return {"input_ids": ints(max_seq_length), "input_mask": ints(max_seq_length),
-            "segment_ids": ints(max_seq_length),
-            "masked_lm_positions": ints(max_predictions_per_seq),
-            "masked_lm_ids": ints(max_predictions_per_seq),
-            "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-            "next_sentence_labels": ints(1)}
+    return {
+        "input_ids": ints(max_seq_length),
+        "input_mask": ints(max_seq_length),
+        "segment_ids": ints(max_seq_length),
+        "masked_lm_positions": ints(max_predictions_per_seq),
+        "masked_lm_ids": ints(max_predictions_per_seq),
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": ints(1),
+    }
 
 
 def _pad(values, length: int, dtype) -> np.ndarray:
     padded = np.zeros(length, dtype)
-    padded[:len(values)] = values
+    padded[: len(values)] = values
     return padded
 
 
-def instance_features(instance: data.Instance, max_seq_length: int,
-                      max_predictions_per_seq: int) -> dict:
+def instance_features(
+    instance: data.Instance, max_seq_length: int, max_predictions_per_seq: int
+) -> dict:
     """An instance as padded NumPy arrays keyed by the original feature names."""
     predictions = len(instance.masked_positions)
-    return {"input_ids": _pad(instance.token_ids, max_seq_length, np.int64),
-            "input_mask": _pad(np.ones(len(instance.token_ids)), max_seq_length, np.int64),
-            "segment_ids": _pad(instance.segment_ids, max_seq_length, np.int64),
-            "masked_lm_positions": _pad(instance.masked_positions, max_predictions_per_seq,
-                                        np.int64),
-            "masked_lm_ids": _pad(instance.masked_ids, max_predictions_per_seq, np.int64),
-            "masked_lm_weights": _pad(np.ones(predictions), max_predictions_per_seq, np.float32),
-            "next_sentence_labels": np.array([int(instance.is_random_next)], np.int64)}
+    return {
+        "input_ids": _pad(instance.token_ids, max_seq_length, np.int64),
+        "input_mask": _pad(np.ones(len(instance.token_ids)), max_seq_length, np.int64),
+        "segment_ids": _pad(instance.segment_ids, max_seq_length, np.int64),
+        "masked_lm_positions": _pad(instance.masked_positions, max_predictions_per_seq, np.int64),
+        "masked_lm_ids": _pad(instance.masked_ids, max_predictions_per_seq, np.int64),
+        "masked_lm_weights": _pad(np.ones(predictions), max_predictions_per_seq, np.float32),
+        "next_sentence_labels": np.array([int(instance.is_random_next)], np.int64),
+    }
 
 
-def serialize_instance(instance: data.Instance, max_seq_length: int,
-                       max_predictions_per_seq: int) -> bytes:
+def serialize_instance(
+    instance: data.Instance, max_seq_length: int, max_predictions_per_seq: int
+) -> bytes:
     """A `tf.train.Example` (int64 lists; float list for `masked_lm_weights`), serialized."""
     features = {}
-    for name, values in instance_features(instance, max_seq_length,
-                                          max_predictions_per_seq).items():
+    for name, values in instance_features(
+        instance, max_seq_length, max_predictions_per_seq
+    ).items():
         if values.dtype == np.float32:
             features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
         else:
@@ -82,8 +89,11 @@ def expand_output_files(output_file, input_files=()) -> list:
         count = int(sharded.group(2)) if sharded else 0
         if sharded and count < 1:
             raise ValueError(f"--output_file {item}: the shard count must be >= 1.")
-        outputs.extend([f"{sharded.group(1)}-{i:05d}-of-{count:05d}" for i in range(count)]
-                       if sharded else [item])
+        outputs.extend(
+            [f"{sharded.group(1)}-{i:05d}-of-{count:05d}" for i in range(count)]
+            if sharded
+            else [item]
+        )
     if not all(outputs) or len(set(outputs)) != len(outputs):
         raise ValueError(f"--output_file {output_file}: empty or repeated file names.")
     clobbered = {os.path.abspath(p) for p in outputs} & {os.path.abspath(p) for p in input_files}
@@ -106,8 +116,10 @@ def check_writable(outputs: list) -> None:
                 handle.write(b"probe")
             tf.io.gfile.remove(probe)
         except (OSError, tf.errors.OpError) as error:
-            raise OSError(f"Cannot write to output directory {directory!r} (--output_file): "
-                          f"{getattr(error, 'message', error)}") from error
+            raise OSError(
+                f"Cannot write to output directory {directory!r} (--output_file): "
+                f"{getattr(error, 'message', error)}"
+            ) from error
 
 
 def write_instance_files(serialized: list, outputs: list) -> None:
@@ -124,8 +136,9 @@ def write_instance_files(serialized: list, outputs: list) -> None:
         for path, temporary in zip(outputs, temporaries, strict=True):
             current = path
             writers.append(tf.io.TFRecordWriter(temporary))
-        for index, record in enumerate(tqdm(serialized, desc="write", unit="instance",
-                                            disable=None)):
+        for index, record in enumerate(
+            tqdm(serialized, desc="write", unit="instance", disable=None)
+        ):
             current = outputs[index % len(writers)]
             writers[index % len(writers)].write(record)
         for path, writer in zip(outputs, writers, strict=True):
@@ -147,20 +160,30 @@ def write_instance_files(serialized: list, outputs: list) -> None:
         for temporary in temporaries:
             if tf.io.gfile.exists(temporary):
                 tf.io.gfile.remove(temporary)
-        raise OSError(f"Could not write {current}: {getattr(error, 'message', error)}. No "
-                      "partial shard was left; free disk space or choose another "
-                      "--output_file.") from error
+        raise OSError(
+            f"Could not write {current}: {getattr(error, 'message', error)}. No "
+            "partial shard was left; free disk space or choose another "
+            "--output_file."
+        ) from error
 
 
 def _serialized_file_instances(task: tuple) -> list:
     config = task[2]
-    return [serialize_instance(instance, config.max_seq_length, config.max_predictions_per_seq)
-            for instance in data.file_instances(*task)]
+    return [
+        serialize_instance(instance, config.max_seq_length, config.max_predictions_per_seq)
+        for instance in data.file_instances(*task)
+    ]
 
 
-def serialized_instances(documents_by_file: list, config: data.InstanceConfig,
-                         vocab: text.VocabularyInfo, dupe_factor: int, random_seed: int,
-                         num_workers: int | None = None, source: str = "input") -> list:
+def serialized_instances(
+    documents_by_file: list,
+    config: data.InstanceConfig,
+    vocab: text.VocabularyInfo,
+    dupe_factor: int,
+    random_seed: int,
+    num_workers: int | None = None,
+    source: str = "input",
+) -> list:
     """Serialized instances of all files, shuffled; the same for any `num_workers`.
 
     Each file gets its own random stream (from `random_seed`) and draws random next
@@ -175,18 +198,30 @@ def serialized_instances(documents_by_file: list, config: data.InstanceConfig,
     tasks, offset = [], 0
     for documents, seed in zip(documents_by_file, seeds[:-1], strict=True):
         own = len(documents) > 1
-        tasks.append((documents if own else everything,
-                      range(len(documents)) if own else range(offset, offset + 1),
-                      config, vocab, dupe_factor, seed))
+        tasks.append(
+            (
+                documents if own else everything,
+                range(len(documents)) if own else range(offset, offset + 1),
+                config,
+                vocab,
+                dupe_factor,
+                seed,
+            )
+        )
         offset += len(documents)
     tokens = sum(len(s) for document in everything for s in document)
     workers = num_workers or ((os.cpu_count() or 1) if tokens > 2_000_000 else 1)
     workers = min(workers, sum(task[0] is not everything for task in tasks))
     results = [None] * len(tasks)
-    with tqdm(total=len(tasks), desc="instances", unit="file", disable=None) as bar, \
-            _executor(workers) as pool:
-        futures = {pool.submit(_serialized_file_instances, task): i
-                   for i, task in enumerate(tasks) if task[0] is not everything}
+    with (
+        tqdm(total=len(tasks), desc="instances", unit="file", disable=None) as bar,
+        _executor(workers) as pool,
+    ):
+        futures = {
+            pool.submit(_serialized_file_instances, task): i
+            for i, task in enumerate(tasks)
+            if task[0] is not everything
+        }
         for i, task in enumerate(tasks):
             if task[0] is everything:  # not shipped to a worker: the whole corpus is its pool
                 results[i] = _serialized_file_instances(task)
@@ -209,4 +244,5 @@ def _executor(workers: int) -> concurrent.futures.Executor:
     if workers <= 1:
         return _InlineExecutor()
     return concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"))
+        workers, mp_context=multiprocessing.get_context("spawn")
+    )

@@ -27,7 +27,8 @@ INPUT_FORMATS = ("sentence_per_line", "raw")
 _BATCH_LINES = 8192
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr st jr sr prof rev hon gen col capt lt sgt mt vs etc e.g i.e cf no nos vol "
-    "fig op co inc ltd jan feb mar apr jun jul aug sep sept oct nov dec approx".split())
+    "fig op co inc ltd jan feb mar apr jun jul aug sep sept oct nov dec approx".split()
+)
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+[」』”’]?\s*")
 
 
@@ -44,8 +45,9 @@ class VocabularyInfo:
     random_ids: np.ndarray  # ids a random replacement may take (no bracketed tokens)
 
 
-def vocabulary_info(tokens: list, lowercase: bool | None = None,
-                    source: str = "vocabulary") -> VocabularyInfo:
+def vocabulary_info(
+    tokens: list, lowercase: bool | None = None, source: str = "vocabulary"
+) -> VocabularyInfo:
     """Checks the special tokens and, if `lowercase` is given, the casing.
 
     >>> info = vocabulary_info(load_vocabulary("vocab.txt"), lowercase=True)
@@ -53,17 +55,27 @@ def vocabulary_info(tokens: list, lowercase: bool | None = None,
     index = {token: i for i, token in enumerate(tokens)}
     missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
     if missing:
-        raise ValueError(f"{source}: no {', '.join(missing)} token; this is not a BERT "
-                         "WordPiece vocabulary (--vocab_file / --preset).")
+        raise ValueError(
+            f"{source}: no {', '.join(missing)} token; this is not a BERT "
+            "WordPiece vocabulary (--vocab_file / --preset)."
+        )
     bracketed = np.array([t.startswith("[") and t.endswith("]") for t in tokens])
     if lowercase is False and is_uncased(tokens):
-        raise ValueError(f"{source} is uncased (no uppercase tokens) but lowercasing is off; "
-                         "pass --do_lower_case=true or a cased vocabulary.")
+        raise ValueError(
+            f"{source} is uncased (no uppercase tokens) but lowercasing is off; "
+            "pass --do_lower_case=true or a cased vocabulary."
+        )
     unselectable = np.zeros(len(tokens), bool)
     unselectable[[index[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]") if t in index]] = True
-    return VocabularyInfo(tokens, index["[CLS]"], index["[SEP]"], index["[MASK]"], unselectable,
-                          np.array([t.startswith("##") for t in tokens]),
-                          np.flatnonzero(~bracketed).astype(np.int32))
+    return VocabularyInfo(
+        tokens,
+        index["[CLS]"],
+        index["[SEP]"],
+        index["[MASK]"],
+        unselectable,
+        np.array([t.startswith("##") for t in tokens]),
+        np.flatnonzero(~bracketed).astype(np.int32),
+    )
 
 
 def resolve_vocabulary(vocab_file, preset, do_lower_case) -> tuple:
@@ -77,14 +89,20 @@ def resolve_vocabulary(vocab_file, preset, do_lower_case) -> tuple:
     config = load_preset_config(preset)
     tokens = load_vocabulary(config.vocabulary_path)
     if vocab_file is not None and load_vocabulary(vocab_file) != tokens:
-        raise ValueError(f"--vocab_file {vocab_file} differs from preset '{preset}''s "
-                         f"vocabulary {config.vocabulary_path}; pass only one of them.")
+        raise ValueError(
+            f"--vocab_file {vocab_file} differs from preset '{preset}''s "
+            f"vocabulary {config.vocabulary_path}; pass only one of them."
+        )
     if do_lower_case is not None and bool(do_lower_case) != config.lowercase:
-        raise ValueError(f"--do_lower_case={do_lower_case} contradicts preset '{preset}' "
-                         f"(lowercase={config.lowercase}); drop --do_lower_case.")
+        raise ValueError(
+            f"--do_lower_case={do_lower_case} contradicts preset '{preset}' "
+            f"(lowercase={config.lowercase}); drop --do_lower_case."
+        )
     if len(tokens) != config.architecture["vocabulary_size"]:
-        raise ValueError(f"Preset '{preset}': {len(tokens)} vocabulary tokens but "
-                         f"vocabulary_size {config.architecture['vocabulary_size']}.")
+        raise ValueError(
+            f"Preset '{preset}': {len(tokens)} vocabulary tokens but "
+            f"vocabulary_size {config.architecture['vocabulary_size']}."
+        )
     return config.vocabulary_path, config.lowercase
 
 
@@ -96,18 +114,19 @@ def split_sentences(paragraph: str) -> list:
     """
     sentences, start = [], 0
     for match in _SENTENCE_END.finditer(paragraph):
-        following = paragraph[match.end():].lstrip("\"'“‘([")[:1]
+        following = paragraph[match.end() :].lstrip("\"'“‘([")[:1]
         if not following:
             break
         if match.group()[0] in ".!?":
             if not (following.isupper() or following.isdigit()):
                 continue
-            words = paragraph[start:match.start()].split()
+            words = paragraph[start : match.start()].split()
             word = words[-1].lower() if words else ""
-            if match.group()[0] == "." and (word in _ABBREVIATIONS or
-                                            (len(word) == 1 and word.isalpha())):
+            if match.group()[0] == "." and (
+                word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+            ):
                 continue
-        sentences.append(paragraph[start:match.end()].strip())
+        sentences.append(paragraph[start : match.end()].strip())
         start = match.end()
     tail = paragraph[start:].strip()
     return [s for s in sentences if s] + ([tail] if tail else [])
@@ -175,27 +194,41 @@ def ids_as_arrays(tokenized) -> list:
     return [np.asarray(ids, dtype=np.int32).reshape(-1) for ids in tokenized]
 
 
-def tokenize_documents(documents: list, tokenize_lines: Callable, vocab: VocabularyInfo,
-                       max_seq_length: int, source: str) -> list:
+def tokenize_documents(
+    documents: list,
+    tokenize_lines: Callable,
+    vocab: VocabularyInfo,
+    max_seq_length: int,
+    source: str,
+) -> list:
     """Tokenizes in batches; drops lines with no tokens; warns about lines to be truncated."""
     lines = [sentence for document in documents for _, sentence in document]
     ids = []
     for start in range(0, len(lines), _BATCH_LINES):
-        ids.extend(ids_as_arrays(tokenize_lines(lines[start:start + _BATCH_LINES])))
+        ids.extend(ids_as_arrays(tokenize_lines(lines[start : start + _BATCH_LINES])))
     largest = max((int(a.max()) for a in ids if len(a)), default=-1)
     if largest >= len(vocab.tokens) or len(ids) != len(lines):
-        raise ValueError(f"{source}: the tokenizer gave id {largest} (or a wrong count) for a "
-                         f"vocabulary of {len(vocab.tokens)}; tokenizer and vocabulary differ.")
+        raise ValueError(
+            f"{source}: the tokenizer gave id {largest} (or a wrong count) for a "
+            f"vocabulary of {len(vocab.tokens)}; tokenizer and vocabulary differ."
+        )
     numbers = [number for document in documents for number, _ in document]
     long = [n for n, a in zip(numbers, ids, strict=True) if len(a) > max_seq_length - 3]
     if long and len(long) * 2 > len(lines):
-        raise ValueError(f"{source}: {len(long)} of {len(lines)} lines are longer than "
-                         f"--max_seq_length={max_seq_length} tokens (e.g. line {long[0]}). "
-                         "Expected one sentence per line; for running text pass "
-                         "--input_format raw, or raise --max_seq_length.")
+        raise ValueError(
+            f"{source}: {len(long)} of {len(lines)} lines are longer than "
+            f"--max_seq_length={max_seq_length} tokens (e.g. line {long[0]}). "
+            "Expected one sentence per line; for running text pass "
+            "--input_format raw, or raise --max_seq_length."
+        )
     if long:
-        logger.warning("%s: %d line(s) longer than max_seq_length=%d will be truncated (e.g. "
-                       "line %d).", source, len(long), max_seq_length, long[0])
+        logger.warning(
+            "%s: %d line(s) longer than max_seq_length=%d will be truncated (e.g. line %d).",
+            source,
+            len(long),
+            max_seq_length,
+            long[0],
+        )
     pieces, result = iter(ids), []
     for document in documents:
         sentences = [a for a in (next(pieces) for _ in document) if len(a)]
@@ -213,20 +246,27 @@ def _load_file(path: str, tokenize_lines, vocab, input_format, max_seq_length) -
     documents = documents_from_lines(content.split("\n"), input_format)
     documents = tokenize_documents(documents, tokenize_lines, vocab, max_seq_length, path)
     if not documents:
-        raise ValueError(f"{path} has no text (empty or blank lines only); remove it from "
-                         "--input_file.")
+        raise ValueError(
+            f"{path} has no text (empty or blank lines only); remove it from --input_file."
+        )
     single = sum(len(document) == 1 for document in documents)
     if single:
         logger.info("%s: %d of %d documents have one sentence.", path, single, len(documents))
     return documents
 
 
-def read_and_tokenize(files: list, tokenize_lines: Callable, vocab: VocabularyInfo,
-                      input_format: str = "sentence_per_line", max_seq_length: int = 128,
-                      num_workers: int | None = None) -> list:
+def read_and_tokenize(
+    files: list,
+    tokenize_lines: Callable,
+    vocab: VocabularyInfo,
+    input_format: str = "sentence_per_line",
+    max_seq_length: int = 128,
+    num_workers: int | None = None,
+) -> list:
     """Documents of each file (a list per file), read and tokenized in parallel threads."""
     workers = max(1, min(len(files), num_workers or os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        loads = pool.map(lambda p: _load_file(p, tokenize_lines, vocab, input_format,
-                                              max_seq_length), files)
+        loads = pool.map(
+            lambda p: _load_file(p, tokenize_lines, vocab, input_format, max_seq_length), files
+        )
         return list(tqdm(loads, total=len(files), desc="tokenize", unit="file", disable=None))
