@@ -3,6 +3,8 @@
 import argparse
 from pathlib import Path
 
+import keras
+
 import keras_bert_zoo as kbz
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -18,7 +20,10 @@ def parse_args(description: str) -> argparse.Namespace:
     )
     parser.add_argument("--output", default="example_output")
     parser.add_argument("--fast", action="store_true", help="a few steps on a few examples")
-    return parser.parse_args()
+    parser.add_argument("--seed", type=int, default=0, help="seed of weights, dropout, order")
+    args = parser.parse_args()
+    keras.utils.set_random_seed(args.seed)  # the new head's weights and dropout: reproducible
+    return args
 
 
 def real_preset(preset: str | None, output: str) -> str:

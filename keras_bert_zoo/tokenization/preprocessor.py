@@ -14,7 +14,8 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.tokenization.tokenizer import BertTokenizer, compiled_call
+from keras_bert_zoo.tokenization.compiled import compiled_call
+from keras_bert_zoo.tokenization.tokenizer import BertTokenizer
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

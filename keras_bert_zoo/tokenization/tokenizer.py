@@ -31,6 +31,7 @@ import tensorflow_text as tf_text
 
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
+from keras_bert_zoo.tokenization.compiled import compiled_call
 from keras_bert_zoo.tokenization.normalization import split_words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -49,20 +50,6 @@ _CLEANUP = (
     (" 've", "'ve"),
     (" 're", "'re"),
 )
-
-
-def compiled_call(layer, key, function, *tensors):
-    """Runs `function` as a cached tf.function when called eagerly (eager ragged ops are ~50x
-    slower), inline when already in a graph (tf.data, tf.function, SavedModel export). String
-    inputs are batches [batch]."""
-    if not tf.executing_eagerly():
-        return function(*tensors)
-    cache = layer.__dict__.setdefault("_compiled_functions", {})  # untracked on purpose
-    if key not in cache:
-        strings = all(isinstance(t, tf.Tensor) and t.dtype == tf.string for t in tensors)
-        signature = [tf.TensorSpec([None], tf.string)] * len(tensors) if strings else None
-        cache[key] = tf.function(function, input_signature=signature, reduce_retracing=True)
-    return cache[key](*tensors)
 
 
 def _vocabulary_source(vocabulary, tokens):

@@ -1,0 +1,180 @@
+"""What each `kbz` command does, and every line it prints.
+
+Each command imports its implementation (Keras, TensorFlow) when it runs, so `kbz --help`,
+`kbz --version` and `kbz presets` answer at once.
+"""
+
+import importlib
+import json
+from pathlib import Path
+
+# Command-line task names -> the package's task names (`keras_bert_zoo.tasks.TASKS`).
+FINETUNE_TASKS = {"classify": "classifier", "tag": "tagger", "qa": "question_answerer"}
+
+
+def _load(module: str):
+    """Imports a command's implementation when the command runs (keeps `--help` instant)."""
+    return importlib.import_module(f"keras_bert_zoo.{module}")
+
+
+def run_presets(args) -> int:
+    registry = _load("presets.registry")
+    for name in registry.list_presets():
+        config = registry.load_preset_config(name)
+        arch = config.architecture
+        print(
+            f"{name:26s} L{arch['num_layers']:<3d} H{arch['hidden_dim']:<5d} "
+            f"A{arch['num_heads']:<3d} params {config.num_parameters:>12,}  "
+            f"{'uncased' if config.lowercase else 'cased'}"
+        )
+    return 0
+
+
+def run_convert(args) -> int:
+    source = args.src
+    if not Path(source).exists() and args.target_format == "huggingface":
+        registry = _load("presets.registry")
+        if source in registry.list_presets():  # a named preset: its downloaded weights
+            source = registry.cache_dir() / source
+            if not source.is_dir():
+                raise ValueError(
+                    f"Preset '{args.src}' has no weights on this machine yet; "
+                    f"load it once with kbz.from_preset('{args.src}')."
+                )
+    destination = _load("checkpoints").convert(
+        source,
+        args.dst,
+        source_format=args.source_format,
+        target_format=args.target_format,
+        overwrite=args.overwrite,
+        allow_pickle=args.allow_pickle,
+        vocab_file=args.vocab_file,
+    )
+    if args.target_format == "huggingface":
+        print(
+            f"Wrote Hugging Face BERT directory {destination}; load it with transformers' "
+            f"from_pretrained('{destination}')."
+        )
+    else:
+        print(
+            f"Wrote preset directory {destination}; load it with kbz.from_preset('{destination}')."
+        )
+    return 0
+
+
+def run_finetune(args) -> int:
+    options = {}
+    if args.task == "classify":
+        options = dict(
+            text_columns=tuple(args.text_columns.split(",")),
+            label_column=args.label_column,
+            regression=args.regression,
+        )
+    elif args.task == "qa":
+        options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
+    metrics = _load("training.runs").run_finetune(
+        FINETUNE_TASKS[args.task],
+        args.preset,
+        args.train,
+        args.validation,
+        args.output,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        sequence_length=args.sequence_length,
+        learning_rate=args.learning_rate,
+        warmup_fraction=args.warmup_fraction,
+        strategy=args.strategy,
+        tpu=args.tpu,
+        jit_compile=args.jit_compile,
+        mixed_precision=args.mixed_precision,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+        export=not args.no_export,
+        **options,
+    )
+    print(json.dumps(metrics, indent=2, sort_keys=True))
+    return 0
+
+
+def run_pretrain(args) -> int:
+    metrics = _load("training.runs").run_pretrain(
+        args.preset,
+        args.output,
+        input_file=args.input_file,
+        text_file=args.text_file,
+        from_scratch=args.from_scratch,
+        num_train_steps=args.num_train_steps,
+        batch_size=args.batch_size,
+        max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        learning_rate=args.learning_rate,
+        warmup_fraction=args.warmup_fraction,
+        optimizer=args.optimizer,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        strategy=args.strategy,
+        tpu=args.tpu,
+        jit_compile=args.jit_compile,
+        mixed_precision=args.mixed_precision,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+    )
+    print(json.dumps(metrics, indent=2, sort_keys=True))
+    return 0
+
+
+def run_create_pretraining_data(args) -> int:
+    stats = _load("data.pretraining.create").create_pretraining_data(
+        args.input_file,
+        args.output_file,
+        args.vocab_file,
+        args.do_lower_case,
+        args.max_seq_length,
+        args.max_predictions_per_seq,
+        args.random_seed,
+        args.dupe_factor,
+        args.masked_lm_prob,
+        args.short_seq_prob,
+        bool(args.do_whole_word_mask),
+        args.preset,
+        args.input_format,
+        args.num_workers,
+    )
+    print(
+        f"Wrote {stats['instances']} instances from {stats['documents']} documents to "
+        f"{', '.join(str(Path(p)) for p in stats['output_files'])}"
+    )
+    return 0
+
+
+def run_export(args) -> int:
+    source = Path(args.source)
+    tokenizer_preset = args.preset
+    if source.is_dir():
+        config = _load("presets.registry").load_preset_config(source)
+        model = _load("presets").from_preset(source, task=config.task)
+        tokenizer_preset = tokenizer_preset or source
+    elif source.suffix == ".keras" and source.is_file():
+        model = _load("saving.models").load_model(source, compile=False)
+    else:
+        raise ValueError(f"{source} is neither a preset directory nor a .keras file.")
+    preprocessor = None
+    if tokenizer_preset is not None:
+        preprocessor = _load("tokenization").BertPreprocessor.from_preset(
+            tokenizer_preset, sequence_length=args.sequence_length
+        )
+    elif not args.ids_only:
+        raise ValueError(
+            "A .keras model holds no vocabulary: pass --preset (the preset it was "
+            "fine-tuned from) for the raw-string signature, or --ids-only."
+        )
+    path = _load("export").export_saved_model(
+        model,
+        args.destination,
+        preprocessor=preprocessor,
+        strings=not args.ids_only,
+        overwrite=args.overwrite,
+    )
+    print(
+        f"Exported {path} ({model.task}): signatures serving_default (strings) and serve_token_ids."
+    )
+    return 0

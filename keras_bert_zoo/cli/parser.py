@@ -1,0 +1,209 @@
+"""Every flag of the `kbz` command line (argparse only; no heavy import).
+
+`create-pretraining-data` keeps google-research/bert's snake_case flags and also accepts the
+kebab-case spelling of the other commands.
+"""
+
+import argparse
+
+from keras_bert_zoo import __version__
+from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
+from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli.commands import FINETUNE_TASKS
+
+
+def _add_convert(subcommands) -> None:
+    convert = subcommands.add_parser("convert", help="convert a checkpoint to a preset directory")
+    convert.add_argument(
+        "src",
+        help="checkpoint: Google's release folder or .zip, a Hugging "
+        "Face BERT directory, a keras-hub preset, or (with --to "
+        "huggingface) a preset directory or downloaded preset name",
+    )
+    convert.add_argument("dst", help="directory to write")
+    convert.add_argument(
+        "--from",
+        dest="source_format",
+        choices=["auto", "huggingface", "google", "keras_hub"],
+        default="auto",
+        help="checkpoint format (default: auto, told by its files)",
+    )
+    convert.add_argument(
+        "--to",
+        dest="target_format",
+        choices=["keras_bert_zoo", "huggingface"],
+        default="keras_bert_zoo",
+        help="write a preset directory (default) or a transformers directory",
+    )
+    convert.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="UNSAFE: read pytorch_model.bin (pickle runs code); trusted files only, needs torch",
+    )
+    convert.add_argument(
+        "--vocab-file", help="vocab.txt for a keras-hub preset without a tokenizer asset"
+    )
+    convert.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
+    convert.set_defaults(run=commands.run_convert)
+
+
+def _add_training_arguments(parser, learning_rate: float, batch_size: int) -> None:
+    """Flags shared by `kbz finetune` and `kbz pretrain`."""
+    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=learning_rate,
+        help="peak learning rate of the warmup + linear-decay schedule",
+    )
+    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--strategy", choices=STRATEGIES, default="none")
+    parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
+    parser.add_argument("--jit-compile", action="store_true", help="compile steps with XLA")
+    parser.add_argument("--mixed-precision", choices=PRECISIONS, default="float32")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="back up every N steps (default: every epoch); re-running the "
+        "same command resumes from the last backup",
+    )
+
+
+def _add_finetune(subcommands) -> None:
+    finetune = subcommands.add_parser("finetune", help="fine-tune a classifier, tagger or QA model")
+    finetune.add_argument("task", choices=sorted(FINETUNE_TASKS))
+    finetune.add_argument("--preset", required=True, help="preset name or directory")
+    finetune.add_argument("--train", required=True, help="GLUE TSV, CoNLL or SQuAD JSON file")
+    finetune.add_argument("--validation", required=True, help="file of the same format")
+    finetune.add_argument("--epochs", type=int, default=3)
+    finetune.add_argument("--sequence-length", type=int, default=128)
+    _add_training_arguments(finetune, learning_rate=2e-5, batch_size=32)
+    finetune.add_argument("--no-export", action="store_true", help="skip the SavedModel")
+    finetune.add_argument(
+        "--text-columns",
+        default="sentence",
+        help="classify: comma-separated text column(s), e.g. question,sentence",
+    )
+    finetune.add_argument("--label-column", default="label", help="classify: label column")
+    finetune.add_argument("--regression", action="store_true", help="classify: float labels")
+    finetune.add_argument("--doc-stride", type=int, default=128, help="qa: window stride")
+    finetune.add_argument("--max-query-length", type=int, default=64, help="qa")
+    finetune.set_defaults(run=commands.run_finetune)
+
+
+def _add_pretrain(subcommands) -> None:
+    pretrain = subcommands.add_parser("pretrain", help="MLM + NSP pretraining")
+    pretrain.add_argument("--preset", required=True, help="preset name or directory")
+    pretrain.add_argument(
+        "--from-scratch", action="store_true", help="the preset's architecture with fresh weights"
+    )
+    pretrain.add_argument("--input-file", help="TFRecord files (comma-separated or globs)")
+    pretrain.add_argument("--text-file", help="text files, masked on the fly each epoch")
+    pretrain.add_argument(
+        "--num-train-steps",
+        type=int,
+        default=1000,
+        help="batches to train on (optimizer updates x accumulation steps)",
+    )
+    pretrain.add_argument("--max-seq-length", type=int, default=128)
+    pretrain.add_argument("--max-predictions-per-seq", type=int, default=20)
+    pretrain.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
+    pretrain.add_argument("--gradient-accumulation-steps", type=int, default=None)
+    _add_training_arguments(pretrain, learning_rate=1e-4, batch_size=32)
+    pretrain.set_defaults(run=commands.run_pretrain)
+
+
+def _bool_flag(value: str) -> bool:
+    lowered = str(value).strip().lower()
+    if lowered in ("1", "true", "t", "yes", "y"):
+        return True
+    if lowered in ("0", "false", "f", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def add_create_pretraining_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """google-research/bert's flags (`--do_lower_case=false`, `--nodo_lower_case` too); each
+    also answers to the kebab-case spelling the other commands use (`--input-file`)."""
+
+    def add(flag, *args, **kwargs):
+        parser.add_argument(flag, flag.replace("_", "-"), *args, **kwargs)
+
+    add("--input_file", required=True, help="text files: comma-separated paths or globs")
+    add(
+        "--output_file",
+        required=True,
+        help="TFRecord files: comma-separated paths, or PATH@N for N shards",
+    )
+    add("--vocab_file", help="WordPiece vocabulary (one token per line)")
+    parser.add_argument("--preset", help="take the vocabulary and lowercasing from this preset")
+    for flag, meaning in (
+        ("do_lower_case", "lowercase the text (default: true, or the preset's)"),
+        ("do_whole_word_mask", "mask whole words"),
+    ):
+        add(f"--{flag}", type=_bool_flag, nargs="?", const=True, default=None, help=meaning)
+        parser.add_argument(f"--no{flag}", dest=flag, action="store_false", help=argparse.SUPPRESS)
+    add("--max_seq_length", type=int, default=128, help="tokens per sequence (default 128)")
+    add("--max_predictions_per_seq", type=int, default=20, help="masked LM slots (default 20)")
+    add("--random_seed", type=int, default=12345, help="seed (default 12345)")
+    add("--dupe_factor", type=int, default=10, help="passes with new masks (default 10)")
+    add("--masked_lm_prob", type=float, default=0.15, help="masked LM probability (0.15)")
+    add("--short_seq_prob", type=float, default=0.1, help="short sequence probability (0.1)")
+    add(
+        "--input_format",
+        choices=["sentence_per_line", "raw"],
+        default="sentence_per_line",
+        help="sentence_per_line (original format) or raw running text (default: the former)",
+    )
+    add(
+        "--num_workers",
+        type=int,
+        default=None,
+        help="parallel input files (default: CPU count; worker processes from 2M tokens)",
+    )
+
+
+def _add_export(subcommands) -> None:
+    export = subcommands.add_parser("export", help="SavedModel for TF Serving (raw strings in)")
+    export.add_argument(
+        "source", help="preset directory (task and vocabulary from it) or a .keras model"
+    )
+    export.add_argument("destination", help="version directory, e.g. exports/my_model/1")
+    export.add_argument(
+        "--preset",
+        default=None,
+        help="preset whose vocabulary the string signature uses (needed for a .keras model)",
+    )
+    export.add_argument("--sequence-length", type=int, default=128)
+    export.add_argument(
+        "--ids-only", action="store_true", help="only the serve_token_ids signature"
+    )
+    export.add_argument("--overwrite", action="store_true")
+    export.set_defaults(run=commands.run_export)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbz", description="BERT for Keras 3.")
+    parser.add_argument("--version", action="version", version=f"kbz {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log at INFO level and show TensorFlow's own log lines",
+    )
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    presets = subcommands.add_parser("presets", help="list the bundled presets")
+    presets.set_defaults(run=commands.run_presets)
+    _add_convert(subcommands)
+    _add_finetune(subcommands)
+    create = subcommands.add_parser(
+        "create-pretraining-data", help="text to MLM+NSP TFRecords (google-research/bert flags)"
+    )
+    add_create_pretraining_data_arguments(create)
+    create.set_defaults(run=commands.run_create_pretraining_data)
+    _add_pretrain(subcommands)
+    _add_export(subcommands)
+    return parser
