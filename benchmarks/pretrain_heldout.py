@@ -135,7 +135,6 @@ def main():
             args.learning_rate,
             "--optimizer",
             args.optimizer,
-            "--jit-compile",
         ]
     )
     trained = kbz.from_preset(str(output / "preset"), task="pretrainer")

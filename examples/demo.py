@@ -98,7 +98,6 @@ def finetune_classifier(preset: Path) -> Path:
         64,
         "--learning-rate",
         "1e-4",
-        "--jit-compile",
     )
     metrics = json.loads((output / "metrics.json").read_text())
     print(
@@ -133,7 +132,6 @@ def pretrain_tiny():
         20,
         "--learning-rate",
         "1e-3",
-        "--jit-compile",
     )
     metrics = json.loads((output / "metrics.json").read_text())
     print(

@@ -224,3 +224,23 @@ def test_sorted_labels_and_tag_vocabulary():
         "E-y",
         "S-y",
     ]
+
+
+def test_a_stray_text_label_among_numeric_ones_is_an_error_not_a_class(tmp_path):
+    rows = "".join(f"a sentence {i}\t{i % 2}\n" for i in range(40))
+    path = write(tmp_path, "train.tsv", "sentence\tlabel\n" + rows + "oops\tpositive\n")
+    with pytest.raises(
+        ValueError,
+        match=r"train.tsv, line 42: label 'positive' differs in kind "
+        r"from the others \(1 such label\(s\) among 41",
+    ):
+        data.read_glue_tsv(path)
+    validation = data.read_glue_tsv(path, label_names=["0", "1", "positive"])  # explicit: fine
+    assert validation.labels[-1] == 2
+
+
+def test_a_class_with_very_few_examples_is_warned_about(tmp_path, caplog):
+    rows = "".join(f"a sentence {i}\t{'rare' if i < 2 else 'common'}\n" for i in range(60))
+    result = data.read_glue_tsv(write(tmp_path, "train.tsv", "sentence\tlabel\n" + rows))
+    assert result.label_names == ["common", "rare"]
+    assert "class(es) 'rare' (2) have fewer than 5 examples" in caplog.text

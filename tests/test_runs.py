@@ -1,6 +1,7 @@
 """The training jobs (`kbz finetune`, `kbz pretrain`) on tiny models and real data samples:
 outputs written, metrics computed, exact resume after an interruption, NaN handling."""
 
+import errno
 import json
 import random
 import signal
@@ -16,7 +17,8 @@ from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.training import runs
+from keras_bert_zoo.training import pretrain_runs
+from keras_bert_zoo.training.rundir import RunDirectory
 
 DATA = Path(__file__).parent / "data"
 VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
@@ -109,7 +111,7 @@ def _pretrain(output, **overrides):
         verbose=0,
     )
     arguments.update(overrides)
-    return runs.run_pretrain("bert_tiny_en_uncased", str(output), **arguments)
+    return pretrain_runs.run_pretrain("bert_tiny_en_uncased", str(output), **arguments)
 
 
 class _Kill(keras.callbacks.Callback):
@@ -126,11 +128,11 @@ class _Kill(keras.callbacks.Callback):
 
 def test_interrupted_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch):
     _pretrain(tmp_path / "straight")
-    monkeypatch.setattr(runs, "_tensorboard", lambda output: _Kill(step=3))
+    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: _Kill(step=3))
     with pytest.raises(KeyboardInterrupt):
         _pretrain(tmp_path / "interrupted")
-    state = json.loads((tmp_path / "interrupted" / "checkpoints" / "state.json").read_text())
-    assert state["interval"] == 1  # the step-2 checkpoint; step 3 was lost with the crash
+    newest = _checkpoints(tmp_path / "interrupted")[-1]
+    assert (newest["interval"], newest["step"]) == (1, 2)  # step 3 was lost with the crash
     monkeypatch.undo()
     _pretrain(tmp_path / "interrupted")  # the same command again
     straight = load_file(tmp_path / "straight" / "preset" / "model.weights.safetensors")
@@ -145,7 +147,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path):
         _pretrain(tmp_path / "nan", learning_rate=1e12, num_train_steps=8)
     state = tmp_path / "nan" / "checkpoints" / "state.json"
     if state.exists():  # whatever was written is a complete, finite checkpoint
-        name = json.loads(state.read_text())["weights"]
+        name = _checkpoints(tmp_path / "nan")[-1]["weights"]
         assert (tmp_path / "nan" / "checkpoints" / name).is_file()
 
 
@@ -153,13 +155,140 @@ def _weights(output):
     return load_file(output / "preset" / "model.weights.safetensors")
 
 
-def test_a_shorter_last_interval_trains_exactly_the_steps_of_one_straight_run(tmp_path):
+def _checkpoints(output) -> list:
+    return json.loads((output / "checkpoints" / "state.json").read_text())["checkpoints"]
+
+
+def _assert_same_weights(first, second):
+    a, b = _weights(first), _weights(second)
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-6, err_msg=name)
+
+
+@pytest.fixture
+def keep_checkpoints_at_completion(monkeypatch):
+    """A finished run deletes its checkpoints; tests that inspect them keep them."""
+    monkeypatch.setattr(RunDirectory, "complete", lambda self, metrics: None)
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, monkeypatch, caplog):
+    _pretrain(tmp_path / "straight", num_train_steps=8, checkpoint_every=2)
+    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: _Kill(step=7))
+    with pytest.raises(KeyboardInterrupt):
+        _pretrain(tmp_path / "damaged", num_train_steps=8, checkpoint_every=2, keep_checkpoints=2)
+    monkeypatch.undo()
+    kept = _checkpoints(tmp_path / "damaged")
+    assert [c["step"] for c in kept] == [4, 6]  # the newest two; ckpt-1's files are deleted
+    assert sorted(p.name for p in (tmp_path / "damaged" / "checkpoints").glob("ckpt-*")) == [
+        "ckpt-2.seeds.npz",
+        "ckpt-2.weights.h5",
+        "ckpt-3.seeds.npz",
+        "ckpt-3.weights.h5",
+    ]
+    newest = tmp_path / "damaged" / "checkpoints" / "ckpt-3.weights.h5"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a truncated copy
+    _pretrain(tmp_path / "damaged", num_train_steps=8, checkpoint_every=2, keep_checkpoints=2)
+    assert "ckpt-3.weights.h5 has" in caplog.text and "falling back" in caplog.text
+    _assert_same_weights(tmp_path / "straight", tmp_path / "damaged")  # steps 5-8 re-trained
+
+
+def test_pretraining_checkpoints_by_default(tmp_path, monkeypatch, keep_checkpoints_at_completion):
+    monkeypatch.setattr(pretrain_runs, "DEFAULT_CHECKPOINT_EVERY", 2)  # 1000 in real runs
+    _pretrain(tmp_path / "default", num_train_steps=6, checkpoint_every=None)
+    assert [c["step"] for c in _checkpoints(tmp_path / "default")] == [2, 4, 6]
+    _pretrain(tmp_path / "short", num_train_steps=3, checkpoint_every=None)
+    assert [c["step"] for c in _checkpoints(tmp_path / "short")] == [2, 3]
+
+
+def test_a_finished_run_keeps_its_results_and_says_so(tmp_path, caplog):
+    first = _pretrain(tmp_path / "run", num_train_steps=4)
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["status"] == "complete" and record["metrics"] == first
+    assert not (tmp_path / "run" / "checkpoints").exists()  # not needed any more
+    again = _pretrain(tmp_path / "run", num_train_steps=4, jit_compile=False)  # how, not what
+    assert again == first and "already complete" in caplog.text
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == first
+
+
+def test_a_different_run_in_the_same_output_is_refused_with_the_differences(tmp_path):
+    _pretrain(tmp_path / "run", num_train_steps=4)
+    with pytest.raises(
+        ValueError,
+        match=r"learning_rate: was 0.001, now 0.002; "
+        r"num_train_steps: was 4, now 6.*--overwrite",
+    ):
+        _pretrain(tmp_path / "run", num_train_steps=6, learning_rate=2e-3)
+    other_text = tmp_path / "other.txt"
+    other_text.write_text((DATA / "pretraining" / "sentences.txt").read_text()[:-200])
+    with pytest.raises(ValueError, match="--text-file: the input file"):
+        _pretrain(tmp_path / "run", num_train_steps=4, text_file=str(other_text))
+    again = _pretrain(tmp_path / "run", num_train_steps=6, learning_rate=2e-3, overwrite=True)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["metrics"] == again
+
+
+def test_an_output_directory_of_other_files_is_not_reused(tmp_path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds files .*notes.txt.* no kbz run record"):
+        _pretrain(tmp_path / "busy", num_train_steps=2)
+    assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
+
+
+def test_a_second_run_writing_the_same_output_stops_at_once(tmp_path):
+    with RunDirectory(tmp_path / "run", "pretrain", {}, {}):
+        with pytest.raises(ValueError, match=r"being written by another kbz run \(pid \d+\)"):
+            with RunDirectory(tmp_path / "run", "pretrain", {}, {}):
+                pass
+    with RunDirectory(tmp_path / "run", "pretrain", {}, {}):  # released: the same run again
+        pass
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint(
+    tmp_path, monkeypatch, keep_checkpoints_at_completion
+):
+    calls = []
+
+    def full_disk(self, filepath, overwrite=True, **kwargs):
+        calls.append(filepath)
+        if len(calls) == 2:
+            Path(filepath).write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, filepath, overwrite=overwrite, **kwargs)
+
+    real = keras.Model.save_weights
+    monkeypatch.setattr(keras.Model, "save_weights", full_disk)
+    with pytest.raises(
+        OSError,
+        match="Could not write checkpoint ckpt-2.weights.h5.*No space "
+        r"left.*checkpoint of step 2 is intact",
+    ):
+        _pretrain(tmp_path / "full", num_train_steps=6, checkpoint_every=2)
+    assert [c["step"] for c in _checkpoints(tmp_path / "full")] == [2]
+    assert sorted(p.name for p in (tmp_path / "full" / "checkpoints").iterdir()) == [
+        "ckpt-1.seeds.npz",
+        "ckpt-1.weights.h5",
+        "state.json",
+    ]  # no partial file left
+
+
+def test_flags_xla_is_the_default():
+    from keras_bert_zoo.cli import build_parser
+
+    base = ["pretrain", "--preset", "p", "--output", "o"]
+    assert build_parser().parse_args(base).jit_compile is True
+    assert build_parser().parse_args([*base, "--no-jit-compile"]).jit_compile is False
+    assert build_parser().parse_args(base).keep_checkpoints == 3
+
+
+def test_a_shorter_last_interval_trains_exactly_the_steps_of_one_straight_run(
+    tmp_path, keep_checkpoints_at_completion
+):
     # 5 steps in intervals of 2, 2 and 1 equal 5 steps in one interval: same data order,
     # dropout masks and learning-rate schedule (which reaches zero on the last step).
     _pretrain(tmp_path / "intervals", num_train_steps=5, checkpoint_every=2)
     _pretrain(tmp_path / "straight", num_train_steps=5, checkpoint_every=5)
-    state = json.loads((tmp_path / "intervals" / "checkpoints" / "state.json").read_text())
-    assert state["interval"] == 3
+    assert [c["step"] for c in _checkpoints(tmp_path / "intervals")] == [2, 4, 5]
     straight, intervals = _weights(tmp_path / "straight"), _weights(tmp_path / "intervals")
     for name in straight:
         np.testing.assert_allclose(intervals[name], straight[name], atol=1e-6, err_msg=name)
@@ -255,3 +384,72 @@ def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
     resumed = load_file(output / "preset" / "model.weights.safetensors")
     for name in straight:
         np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)
+
+
+def test_ctrl_c_ends_with_one_line_that_says_how_to_resume(tmp_path):
+    output = tmp_path / "interrupted"
+    process = subprocess.Popen(
+        _pretrain_command(output), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    state = output / "checkpoints" / "state.json"
+    deadline = time.monotonic() + 300
+    while not state.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, error = process.communicate(timeout=300)
+    assert process.returncode == 130, error[-2000:]
+    assert "Traceback" not in error
+    lines = [line for line in error.splitlines() if line.strip()]
+    assert lines[-1].startswith("kbz pretrain: interrupted. The checkpoint of step ")
+    assert lines[-1].endswith("is kept; re-run the same command to resume from it.")
+
+
+@pytest.mark.parametrize(
+    "command, flags, message",
+    [
+        ("finetune", ["--batch-size", "0"], "--batch-size must be a positive integer. Received: 0"),
+        ("finetune", ["--batch-size", "-4"], "--batch-size must be a positive integer"),
+        ("finetune", ["--epochs", "0"], "--epochs must be a positive integer. Received: 0"),
+        ("finetune", ["--sequence-length", "2"], "--sequence-length must be between 8 and"),
+        ("finetune", ["--learning-rate", "0"], "--learning-rate must be positive"),
+        (
+            "pretrain",
+            ["--max-seq-length", "1024"],
+            "--max-seq-length must be between 8 and the preset's max_sequence_length 512. "
+            "Received: 1024",
+        ),
+        ("pretrain", ["--batch-size", "0"], "--batch-size must be a positive integer"),
+        ("pretrain", ["--text-file", "missing*.txt"], "--text-file: no file matches"),
+        ("pretrain", ["--keep-checkpoints", "0"], "--keep-checkpoints must be a positive"),
+    ],
+)
+def test_careless_flags_are_named_before_any_work_or_output(
+    tmp_path, capsys, command, flags, message
+):
+    train = str(DATA / "finetune" / "sst2_train_head.tsv")
+    base = {
+        "finetune": [
+            "finetune",
+            "classify",
+            "--preset",
+            "bert_tiny_en_uncased",
+            "--train",
+            train,
+            "--validation",
+            train,
+        ],
+        "pretrain": [
+            "pretrain",
+            "--preset",
+            "bert_tiny_en_uncased",
+            "--from-scratch",
+            "--text-file",
+            str(DATA / "pretraining" / "sentences.txt"),
+        ],
+    }[command]
+    if "--text-file" in flags:
+        base = base[:-2]
+    status = main([*base, "--output", str(tmp_path / "out"), *flags])
+    error = capsys.readouterr().err
+    assert status == 2 and message in error, error
+    assert not (tmp_path / "out").exists()

@@ -8,6 +8,7 @@ import logging
 import sys
 
 from keras_bert_zoo import console
+from keras_bert_zoo.cli import commands
 from keras_bert_zoo.cli.parser import add_create_pretraining_data_arguments, build_parser
 
 __all__ = ["add_create_pretraining_data_arguments", "build_parser", "main"]
@@ -28,3 +29,6 @@ def main(argv=None) -> int:
         except OSError as error:
             print(f"kbz {args.command}: error: {error}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print(f"\nkbz {args.command}: {commands.interrupted(args)}", file=sys.stderr)
+            return 130

@@ -89,6 +89,8 @@ def run_finetune(args) -> int:
         mixed_precision=args.mixed_precision,
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        overwrite=args.overwrite,
         export=not args.no_export,
         **options,
     )
@@ -97,7 +99,7 @@ def run_finetune(args) -> int:
 
 
 def run_pretrain(args) -> int:
-    metrics = _load("training.runs").run_pretrain(
+    metrics = _load("training.pretrain_runs").run_pretrain(
         args.preset,
         args.output,
         input_file=args.input_file,
@@ -117,6 +119,8 @@ def run_pretrain(args) -> int:
         mixed_precision=args.mixed_precision,
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        overwrite=args.overwrite,
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0
@@ -178,3 +182,18 @@ def run_export(args) -> int:
         f"Exported {path} ({model.task}): signatures serving_default (strings) and serve_token_ids."
     )
     return 0
+
+
+def interrupted(args) -> str:
+    """The one line shown for Ctrl-C: where the run stopped and how to go on."""
+    output = getattr(args, "output", None)
+    state = Path(output or ".") / "checkpoints" / "state.json"
+    if output is None or not state.is_file():
+        return "interrupted before any checkpoint was written."
+    newest = json.loads(state.read_text())
+    newest = newest["checkpoints"][-1] if "checkpoints" in newest else newest
+    where = f"step {newest['step']}" if "step" in newest else f"interval {newest['interval']}"
+    return (
+        f"interrupted. The checkpoint of {where} in {state.parent} is kept; re-run the same "
+        "command to resume from it."
+    )

@@ -60,15 +60,33 @@ def _add_training_arguments(parser, learning_rate: float, batch_size: int) -> No
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--strategy", choices=STRATEGIES, default="none")
     parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
-    parser.add_argument("--jit-compile", action="store_true", help="compile steps with XLA")
+    parser.add_argument(
+        "--jit-compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compile training steps with XLA (default: on; --no-jit-compile runs them "
+        "uncompiled, e.g. to debug)",
+    )
     parser.add_argument("--mixed-precision", choices=PRECISIONS, default="float32")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--checkpoint-every",
         type=int,
         default=None,
-        help="back up every N steps (default: every epoch); re-running the "
-        "same command resumes from the last backup",
+        help="save a checkpoint every N steps (default: every epoch for finetune, every "
+        "1000 steps for pretrain); re-running the same command resumes from the newest intact one",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in --output, deleting a previous run there (without it, only the "
+        "same command resumes an unfinished run; a finished one returns its metrics)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        default=3,
+        help="checkpoints kept (default 3): a damaged newest one falls back to the one before",
     )
 
 

@@ -7,15 +7,17 @@ post-processing, and word-to-sub-word label alignment for taggers.
 ['0', '1']
 """
 
-from keras_bert_zoo.data.readers import (
-    ClassificationData,
+from keras_bert_zoo.data.conll_reader import (
     TaggedSentence,
     TaggingData,
-    TextExample,
     read_conll,
+    tag_vocabulary,
+)
+from keras_bert_zoo.data.readers import (
+    ClassificationData,
+    TextExample,
     read_glue_tsv,
     sorted_labels,
-    tag_vocabulary,
 )
 from keras_bert_zoo.data.squad import (
     SquadFeatures,

@@ -1,4 +1,5 @@
-"""Readers for fine-tuning data: GLUE-style TSV and CoNLL tagging files (SQuAD: `squad_reader`).
+"""Readers for fine-tuning data: GLUE-style TSV here (CoNLL: `conll_reader`, SQuAD:
+`squad_reader`), and the helpers they share.
 
 Readers return plain dataclasses. Label vocabularies come from the training file (class
 labels sorted, numerically when they are all integers; tags with `O` first); pass the
@@ -7,12 +8,15 @@ problem is a `ValueError` naming the file, the 1-based line, what was expected a
 """
 
 import dataclasses
+import logging
 import os
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 PathLike = str | os.PathLike
+logger = logging.getLogger(__name__)
+_FEW_EXAMPLES = 5  # a training class with fewer examples than this gets a warning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,25 +41,6 @@ class ClassificationData:
     examples: list[TextExample]
     label_names: list[str]
     labels: np.ndarray
-
-
-@dataclasses.dataclass(frozen=True)
-class TaggedSentence:
-    """One CoNLL sentence: words, their tags (strings) and the line of its first word."""
-
-    words: list[str]
-    tags: list[str]
-    line: int
-
-
-@dataclasses.dataclass
-class TaggingData:
-    """A CoNLL file: sentences, tag vocabulary (`O` first) and int32 tag ids per sentence."""
-
-    path: str
-    sentences: list[TaggedSentence]
-    tag_names: list[str]
-    tag_ids: list[np.ndarray]
 
 
 def file_error(path: PathLike, line: int | str | None, problem: str, fix: str) -> ValueError:
@@ -90,30 +75,6 @@ def sorted_labels(values: Iterable[str]) -> list[str]:
     if all(v.lstrip("-").isdigit() for v in distinct):
         return sorted(distinct, key=int)
     return sorted(distinct)
-
-
-def tag_vocabulary(tags: Iterable[str]) -> list[str]:
-    """`O` first, then every entity type's tags (B- before I-), completed per scheme.
-
-    A type seen only as `B-x` also gets `I-x` (and BIOES's `E-x`/`S-x` when the data uses
-    that scheme), so a validation file may use any tag of a type the training file has.
-
-    >>> kbz.data.tag_vocabulary(["I-loc", "O", "B-per", "B-loc"])
-    ['O', 'B-loc', 'I-loc', 'B-per', 'I-per']
-    """
-    others = set(tags) - {"O"}
-    typed = {tag for tag in others if tag[1:2] == "-" and tag[:1] in "BIES"}
-    prefixes = "BIES" if any(tag[:1] in "ES" for tag in typed) else "BI"
-    others |= {f"{prefix}-{tag[2:]}" for tag in typed for prefix in prefixes}
-    order = {prefix: i for i, prefix in enumerate("BIES")}
-    return ["O"] + sorted(
-        others,
-        key=lambda tag: (
-            (tag[2:], order[tag[0]])
-            if tag in others and tag[1:2] == "-" and tag[:1] in order
-            else (tag, -1)
-        ),
-    )
 
 
 def encode_labels(
@@ -210,58 +171,38 @@ def _encode_classification(path, examples, label_column, label_names, regression
                     "Regression labels must be numbers.",
                 ) from None
         return ClassificationData(os.fspath(path), examples, [], np.array(values, np.float32))
+    if label_names is None:  # the training file decides the classes: check them
+        _check_label_kinds(path, pairs)
     names = list(label_names) if label_names is not None else sorted_labels(v for _, v in pairs)
-    return ClassificationData(os.fspath(path), examples, names, encode_labels(path, pairs, names))
-
-
-def read_conll(
-    path: PathLike,
-    *,
-    tag_names: Sequence[str] | None = None,
-    word_column: int = 0,
-    tag_column: int = -1,
-) -> TaggingData:
-    """Reads a CoNLL file: `word<TAB>tag` (or more columns) per line, blank lines between
-    sentences (a whitespace-only line, such as a lone TAB, also separates; `-DOCSTART-` lines
-    are skipped). Every line must have as many columns as the first one.
-
-    >>> train = kbz.data.read_conll("examples/data/wnut17_train_sample.conll")
-    >>> dev = kbz.data.read_conll("examples/data/wnut17_dev_sample.conll",
-    ...                           tag_names=train.tag_names)
-    """
-    lines = read_lines(path, "one `word<TAB>tag` line per word, blank lines between sentences")
-    sentences, current, width = [], [], None
-    for number, line in enumerate(lines + [""], start=1):
-        if not line.strip() or line.startswith("-DOCSTART-"):
-            if current:
-                sentences.append(
-                    TaggedSentence(
-                        [w for w, _, _ in current], [t for _, t, _ in current], current[0][2]
-                    )
-                )
-            current = []
-            continue
-        fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
-        width = width or len(fields)
-        if len(fields) != width or width < 2:
-            raise file_error(
+    encoded = encode_labels(path, pairs, names)
+    if label_names is None:
+        counts = np.bincount(encoded, minlength=len(names))
+        rare = [f"{names[i]!r} ({counts[i]})" for i in np.flatnonzero(counts < _FEW_EXAMPLES)]
+        if rare and len(pairs) >= 10 * _FEW_EXAMPLES:
+            logger.warning(
+                "%s: class(es) %s have fewer than %d examples; the model will "
+                "hardly learn them. Check the labels.",
                 path,
-                number,
-                f"has {len(fields)} columns, expected {max(width, 2)} "
-                "(a word and its tag, as on the first line)",
-                "Separate the word and the tag by one TAB, and put a blank line between sentences.",
+                ", ".join(rare),
+                _FEW_EXAMPLES,
             )
-        word, tag = fields[word_column], fields[tag_column]
-        if not word or not tag:
-            raise file_error(path, number, "has an empty word or tag", "Fill in both columns.")
-        current.append((word, tag, number))
-    names = (
-        list(tag_names)
-        if tag_names is not None
-        else tag_vocabulary(t for s in sentences for t in s.tags)
-    )
-    ids = [
-        encode_labels(path, [(s.line + i, t) for i, t in enumerate(s.tags)], names, "tag")
-        for s in sentences
-    ]
-    return TaggingData(os.fspath(path), sentences, names, ids)
+    return ClassificationData(os.fspath(path), examples, names, encoded)
+
+
+def _check_label_kinds(path, pairs) -> None:
+    """Numeric labels mixed with text ones are a data error (a stray header or typo), not a
+    new class: the odd ones out are named with their line."""
+    numeric = [(line, v) for line, v in pairs if v.lstrip("-").isdigit()]
+    text = [(line, v) for line, v in pairs if not v.lstrip("-").isdigit()]
+    if numeric and text:
+        odd, usual = (text, numeric) if len(text) <= len(numeric) else (numeric, text)
+        line, value = odd[0]
+        examples = sorted({v for _, v in usual})[:5]
+        raise file_error(
+            path,
+            line,
+            f"label {value!r} differs in kind from the others ({len(odd)} such label(s) among "
+            f"{len(pairs)}; the rest look like {examples})",
+            "Fix or remove those lines: mixing numeric and text labels would make a class of "
+            "the stray value.",
+        )

@@ -5,7 +5,8 @@
 - `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
 - `resume`: `fit_resumable`, atomic checkpoints at step intervals and exact resume;
 - `finetuning`: task data to model inputs and back to metrics, per fine-tuning task;
-- `runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` / `kbz pretrain`.
+- `runs` / `pretrain_runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` /
+  `kbz pretrain`, in output directories held by `rundir.RunDirectory`.
 
 >>> optimizer = kbz.training.create_optimizer(2e-5, total_steps=1000)
 """
@@ -19,8 +20,9 @@ from keras_bert_zoo.training.distributed import (
 )
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay, create_optimizer
+from keras_bert_zoo.training.pretrain_runs import run_pretrain
 from keras_bert_zoo.training.resume import fit_resumable
-from keras_bert_zoo.training.runs import run_finetune, run_pretrain
+from keras_bert_zoo.training.runs import run_finetune
 
 __all__ = [
     "FINETUNING_TASKS",

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.saving.atomic import staged_file, write_json
+from keras_bert_zoo.saving.checksums import sha256_file
 from keras_bert_zoo.training.distributed import StrategyTrainer
 
 logger = logging.getLogger(__name__)
@@ -36,11 +37,17 @@ def _seed_states(model: keras.Model) -> list:
 
 
 class ResumeCheckpoint(keras.callbacks.Callback):
-    """Writes an atomic checkpoint at the end of every fit epoch (one interval)."""
+    """Writes an atomic checkpoint at the end of every fit epoch (one interval).
 
-    def __init__(self, directory):
+    `state.json` lists the newest `keep` checkpoints, oldest first, each with the sha256 and
+    size of its files, so `restore` can tell a damaged checkpoint and fall back to the
+    previous one. It is written last, after the checkpoint's files are on disk.
+    """
+
+    def __init__(self, directory, keep: int = 3):
         super().__init__()
         self.directory = Path(directory)
+        self.keep = max(1, int(keep))
 
     def on_epoch_end(self, epoch, logs=None):
         loss = (logs or {}).get("loss")
@@ -49,16 +56,64 @@ class ResumeCheckpoint(keras.callbacks.Callback):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         name, seeds = f"ckpt-{epoch + 1}.weights.h5", f"ckpt-{epoch + 1}.seeds.npz"
-        with staged_file(self.directory / name) as temporary:
-            self.model.save_weights(temporary, overwrite=True)
-        with staged_file(self.directory / seeds) as temporary, open(temporary, "wb") as handle:
-            np.savez(handle, *[v.numpy() for v in _seed_states(self.model)])
-        write_json(
-            self.directory / STATE_FILE, {"interval": epoch + 1, "weights": name, "seeds": seeds}
-        )
+        try:
+            with staged_file(self.directory / name) as temporary:
+                self.model.save_weights(temporary, overwrite=True)
+            with staged_file(self.directory / seeds) as temporary, open(temporary, "wb") as out:
+                np.savez(out, *[v.numpy() for v in _seed_states(self.model)])
+        except OSError as error:  # a full disk, a lost mount: the last checkpoint still holds
+            raise OSError(
+                f"Could not write checkpoint {name} in {self.directory}: {error}. "
+                f"{self._previous()}; free disk space, then re-run the same command "
+                "to resume."
+            ) from error
+        entry = {
+            "interval": epoch + 1,
+            "step": int(self.model.optimizer.iterations),
+            "weights": name,
+            "seeds": seeds,
+            "files": {f: _fingerprint(self.directory / f) for f in (name, seeds)},
+        }
+        earlier = [e for e in _entries(self.directory) if e["interval"] < epoch + 1]
+        kept = [*earlier, entry][-self.keep :]
+        write_json(self.directory / STATE_FILE, {"checkpoints": kept})
+        names = {f for e in kept for f in (e["weights"], e["seeds"])}
         for old in self.directory.glob("ckpt-*"):
-            if old.name not in (name, seeds):
+            if old.name not in names:
                 old.unlink()
+
+    def _previous(self) -> str:
+        entries = _entries(self.directory)
+        if not entries:
+            return "No earlier checkpoint was written"
+        return f"The checkpoint of step {entries[-1].get('step', '?')} is intact"
+
+
+def _fingerprint(path: Path) -> dict:
+    return {"sha256": sha256_file(path), "size": path.stat().st_size}
+
+
+def _entries(directory: Path) -> list:
+    """The checkpoints `state.json` lists, oldest first (also the one-entry older format)."""
+    path = Path(directory) / STATE_FILE
+    if not path.is_file():
+        return []
+    state = json.loads(path.read_text())
+    return state["checkpoints"] if "checkpoints" in state else [state]
+
+
+def _damage(directory: Path, entry: dict) -> str | None:
+    """Why the files of `entry` cannot be trusted, or None if they are intact."""
+    for name in (entry["weights"], entry["seeds"]):
+        path = directory / name
+        expected = entry.get("files", {}).get(name)
+        if not path.is_file():
+            return f"{path} is missing"
+        if expected and path.stat().st_size != expected["size"]:
+            return f"{path} has {path.stat().st_size} bytes, not {expected['size']}"
+        if expected and sha256_file(path) != expected["sha256"]:
+            return f"{path} does not match its sha256 in {STATE_FILE}"
+    return None
 
 
 class StopAfterSteps(keras.callbacks.Callback):
@@ -75,14 +130,29 @@ class StopAfterSteps(keras.callbacks.Callback):
 
 
 def restore(model: keras.Model, directory) -> int:
-    """Loads the latest checkpoint into `model` (and its optimizer); returns intervals done."""
-    state_path = Path(directory) / STATE_FILE
-    if not state_path.is_file():
-        return 0
-    state = json.loads(state_path.read_text())
+    """Loads the newest intact checkpoint into `model` (and its optimizer); returns the
+    intervals done. A damaged checkpoint (truncated, corrupted, missing) is skipped with a
+    warning naming the file; its interval is then trained again."""
+    directory = Path(directory)
+    for entry in reversed(_entries(directory)):
+        problem = _damage(directory, entry)
+        if problem:
+            logger.warning(
+                "Checkpoint of interval %d is damaged (%s); falling back to the one before it.",
+                entry["interval"],
+                problem,
+            )
+            continue
+        _load(model, directory, entry)
+        logger.info("Resumed from %s (interval %d).", entry["weights"], entry["interval"])
+        return int(entry["interval"])
+    return 0
+
+
+def _load(model: keras.Model, directory: Path, entry: dict) -> None:
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
-    weights = Path(directory) / state["weights"]
+    weights = directory / entry["weights"]
     try:
         model.load_weights(weights)
     except ValueError as error:
@@ -90,12 +160,10 @@ def restore(model: keras.Model, directory) -> int:
             f"Checkpoint {weights} does not fit this model ({error}). It belongs "
             "to another run: use another --output directory."
         ) from error
-    with np.load(Path(directory) / state["seeds"], allow_pickle=False) as saved:
+    with np.load(directory / entry["seeds"], allow_pickle=False) as saved:
         keys = sorted(saved.files, key=lambda k: int(k.split("_")[1]))  # arr_0, arr_1, ...
         for variable, key in zip(_seed_states(model), keys, strict=True):
             variable.assign(saved[key])
-    logger.info("Resumed from %s (interval %d).", weights, state["interval"])
-    return int(state["interval"])
 
 
 def interval_sizes(total_steps: int, steps_per_checkpoint: int, what: str = "the run") -> list:
@@ -129,6 +197,7 @@ def fit_resumable(
     verbose: int = 1,
     strategy=None,
     jit_compile: bool = False,
+    keep_checkpoints: int = 3,
 ):
     """`model.fit` over an endless seeded `dataset` for `total_steps`, resuming if possible.
 
@@ -156,7 +225,7 @@ def fit_resumable(
         verbose=verbose,
         callbacks=[
             StopAfterSteps(total_steps - start),
-            ResumeCheckpoint(directory),
+            ResumeCheckpoint(directory, keep_checkpoints),
             keras.callbacks.TerminateOnNaN(),
             *callbacks,
         ],

@@ -166,15 +166,16 @@ def documents_from_lines(lines: Iterable, input_format: str = "sentence_per_line
     return [document for document in documents if document]
 
 
-def expand_input_patterns(patterns) -> list:
-    """Sorted files matching comma-separated paths/globs (or a list of them)."""
+def expand_input_patterns(patterns, flag: str = "--input_file") -> list:
+    """Sorted files matching comma-separated paths/globs (or a list of them); `flag` names
+    where they came from in the error for a pattern that matches nothing."""
     if isinstance(patterns, (str, os.PathLike)):
         patterns = str(patterns).split(",")
     files = []
     for pattern in (str(p).strip() for p in patterns):
         matches = sorted(m for m in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(m))
         if not pattern or not matches:
-            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}.")
+            raise FileNotFoundError(f"{flag}: no file matches {pattern!r}.")
         files.extend(m for m in matches if m not in files)
     return files
 

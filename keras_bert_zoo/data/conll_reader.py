@@ -1,0 +1,111 @@
+"""Reader for CoNLL tagging files (`token<TAB>tag` per line, a blank line between sentences).
+
+Tag vocabularies come from the training file, `O` first and completed per entity type
+(`tag_vocabulary`); pass the training tags when reading a validation file.
+
+>>> train = kbz.data.read_conll("examples/data/wnut17_train_sample.conll")
+"""
+
+import dataclasses
+import os
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from keras_bert_zoo.data.readers import PathLike, encode_labels, file_error, read_lines
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggedSentence:
+    """One CoNLL sentence: words, their tags (strings) and the line of its first word."""
+
+    words: list[str]
+    tags: list[str]
+    line: int
+
+
+@dataclasses.dataclass
+class TaggingData:
+    """A CoNLL file: sentences, tag vocabulary (`O` first) and int32 tag ids per sentence."""
+
+    path: str
+    sentences: list[TaggedSentence]
+    tag_names: list[str]
+    tag_ids: list[np.ndarray]
+
+
+def tag_vocabulary(tags: Iterable[str]) -> list[str]:
+    """`O` first, then every entity type's tags (B- before I-), completed per scheme.
+
+    A type seen only as `B-x` also gets `I-x` (and BIOES's `E-x`/`S-x` when the data uses
+    that scheme), so a validation file may use any tag of a type the training file has.
+
+    >>> kbz.data.tag_vocabulary(["I-loc", "O", "B-per", "B-loc"])
+    ['O', 'B-loc', 'I-loc', 'B-per', 'I-per']
+    """
+    others = set(tags) - {"O"}
+    typed = {tag for tag in others if tag[1:2] == "-" and tag[:1] in "BIES"}
+    prefixes = "BIES" if any(tag[:1] in "ES" for tag in typed) else "BI"
+    others |= {f"{prefix}-{tag[2:]}" for tag in typed for prefix in prefixes}
+    order = {prefix: i for i, prefix in enumerate("BIES")}
+    return ["O"] + sorted(
+        others,
+        key=lambda tag: (
+            (tag[2:], order[tag[0]])
+            if tag in others and tag[1:2] == "-" and tag[:1] in order
+            else (tag, -1)
+        ),
+    )
+
+
+def read_conll(
+    path: PathLike,
+    *,
+    tag_names: Sequence[str] | None = None,
+    word_column: int = 0,
+    tag_column: int = -1,
+) -> TaggingData:
+    """Reads a CoNLL file: `word<TAB>tag` (or more columns) per line, blank lines between
+    sentences (a whitespace-only line, such as a lone TAB, also separates; `-DOCSTART-` lines
+    are skipped). Every line must have as many columns as the first one.
+
+    >>> train = kbz.data.read_conll("examples/data/wnut17_train_sample.conll")
+    >>> dev = kbz.data.read_conll("examples/data/wnut17_dev_sample.conll",
+    ...                           tag_names=train.tag_names)
+    """
+    lines = read_lines(path, "one `word<TAB>tag` line per word, blank lines between sentences")
+    sentences, current, width = [], [], None
+    for number, line in enumerate(lines + [""], start=1):
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if current:
+                sentences.append(
+                    TaggedSentence(
+                        [w for w, _, _ in current], [t for _, t, _ in current], current[0][2]
+                    )
+                )
+            current = []
+            continue
+        fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
+        width = width or len(fields)
+        if len(fields) != width or width < 2:
+            raise file_error(
+                path,
+                number,
+                f"has {len(fields)} columns, expected {max(width, 2)} "
+                "(a word and its tag, as on the first line)",
+                "Separate the word and the tag by one TAB, and put a blank line between sentences.",
+            )
+        word, tag = fields[word_column], fields[tag_column]
+        if not word or not tag:
+            raise file_error(path, number, "has an empty word or tag", "Fill in both columns.")
+        current.append((word, tag, number))
+    names = (
+        list(tag_names)
+        if tag_names is not None
+        else tag_vocabulary(t for s in sentences for t in s.tags)
+    )
+    ids = [
+        encode_labels(path, [(s.line + i, t) for i, t in enumerate(s.tags)], names, "tag")
+        for s in sentences
+    ]
+    return TaggingData(os.fspath(path), sentences, names, ids)

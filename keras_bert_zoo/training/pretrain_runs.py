@@ -1,0 +1,163 @@
+"""`run_pretrain`, the job behind `kbz pretrain`: MLM + NSP from TFRecords or raw text.
+
+Checkpoints every 1,000 steps by default (google-research/bert's `save_checkpoints_steps`),
+the newest `keep_checkpoints` kept, in an output directory held by `rundir.RunDirectory`.
+"""
+
+from pathlib import Path
+
+import keras
+
+from keras_bert_zoo.data.pretraining.datasets import dynamic_masking_dataset, pretraining_dataset
+from keras_bert_zoo.data.pretraining.text import expand_input_patterns
+from keras_bert_zoo.presets.factory import from_preset
+from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.pretraining import compile_pretrainer
+from keras_bert_zoo.saving.atomic import write_json
+from keras_bert_zoo.saving.models import save_preset
+from keras_bert_zoo.tokenization import BertTokenizer
+from keras_bert_zoo.training.distributed import get_strategy, set_precision
+from keras_bert_zoo.training.optimizers import create_optimizer
+from keras_bert_zoo.training.resume import fit_resumable, interval_sizes
+from keras_bert_zoo.training.rundir import RunDirectory
+from keras_bert_zoo.training.runs import (
+    check_flags,
+    check_length,
+    check_rates,
+    settings_of,
+    tensorboard,
+)
+
+DEFAULT_CHECKPOINT_EVERY = 1000  # steps, as google-research/bert's save_checkpoints_steps
+
+
+def pretraining_data(
+    input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
+):
+    """TFRecords (google-research/bert features) or dynamic masking straight from text."""
+    if bool(input_file) == bool(text_file):
+        raise ValueError(
+            "Pass exactly one of --input-file (TFRecords from kbz "
+            "create-pretraining-data) or --text-file (raw text, masked on the fly)."
+        )
+    if input_file:
+        return pretraining_dataset(
+            input_file, batch_size, max_seq_length, max_predictions_per_seq, seed=seed
+        )
+    config = load_preset_config(preset)
+    return dynamic_masking_dataset(
+        text_file,
+        BertTokenizer.from_preset(preset),
+        config.vocabulary_path,
+        batch_size,
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        seed=seed,
+    )
+
+
+def run_pretrain(
+    preset: str,
+    output: str,
+    input_file=None,
+    text_file=None,
+    from_scratch: bool = False,
+    num_train_steps: int = 1000,
+    batch_size: int = 32,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    learning_rate: float = 1e-4,
+    warmup_fraction: float = 0.1,
+    optimizer: str = "adamw",
+    gradient_accumulation_steps: int | None = None,
+    strategy: str = "none",
+    tpu: str | None = None,
+    jit_compile: bool = True,
+    mixed_precision: str = "float32",
+    seed: int = 0,
+    checkpoint_every: int | None = None,
+    keep_checkpoints: int = 3,
+    overwrite: bool = False,
+    verbose: int = 1,
+) -> dict:
+    """MLM + NSP pretraining of `preset` (its weights, or its architecture `from_scratch`).
+
+    Writes checkpoints (resumable), TensorBoard logs and a final `preset/` directory that
+    `kbz finetune` and `kbz.from_preset` take. Returns the last training metrics (the
+    stored ones when the same call finds its run complete).
+
+    >>> kbz.training.run_pretrain("bert_tiny_en_uncased", "out", text_file="books.txt",
+    ...                           from_scratch=True, num_train_steps=500)
+    """
+    settings = settings_of(dict(locals()))
+    check_flags(
+        num_train_steps=num_train_steps,
+        batch_size=batch_size,
+        max_predictions_per_seq=max_predictions_per_seq,
+        checkpoint_every=checkpoint_every,
+        keep_checkpoints=keep_checkpoints,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+    )
+    check_rates(learning_rate, warmup_fraction)
+    check_length("--max-seq-length", max_seq_length, preset, minimum=8)
+    interval = checkpoint_every or min(DEFAULT_CHECKPOINT_EVERY, num_train_steps)
+    interval_sizes(num_train_steps, interval, f"--num-train-steps {num_train_steps}")
+    set_precision(mixed_precision)
+    keras.utils.set_random_seed(seed)
+    if bool(input_file) == bool(text_file):
+        raise ValueError(
+            "Pass exactly one of --input-file (TFRecords from kbz "
+            "create-pretraining-data) or --text-file (raw text, masked on the fly)."
+        )
+    flag, patterns = ("--input-file", input_file) if input_file else ("--text-file", text_file)
+    inputs = {flag: expand_input_patterns(patterns, flag)}
+    dataset = pretraining_data(
+        input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
+    )
+    with RunDirectory(output, "pretrain", settings, inputs, overwrite) as run:
+        if run.finished is not None:
+            return run.finished
+        output = Path(output)
+        distribution = get_strategy(strategy, tpu)
+        with distribution.scope():
+            model = from_preset(
+                preset,
+                task="pretrainer",
+                load_weights=not from_scratch,
+                max_predictions=max_predictions_per_seq,
+            )
+            updates = num_train_steps // (gradient_accumulation_steps or 1)  # steps are batches
+            compile_pretrainer(
+                model,
+                create_optimizer(
+                    learning_rate,
+                    updates,
+                    warmup_fraction,
+                    optimizer=optimizer,
+                    gradient_accumulation_steps=gradient_accumulation_steps,
+                    loss_scale=mixed_precision == "mixed_float16",
+                ),
+                jit_compile=jit_compile,
+            )
+        history = fit_resumable(
+            model,
+            dataset,
+            num_train_steps,
+            interval,
+            output / "checkpoints",
+            callbacks=[tensorboard(output)],
+            verbose=verbose,
+            strategy=distribution,
+            jit_compile=jit_compile,
+            keep_checkpoints=keep_checkpoints,
+        )
+        results = {key: float(v[-1]) for key, v in history.history.items() if v}
+        write_json(output / "metrics.json", results)
+        save_preset(
+            model,
+            output / "preset",
+            overwrite=True,
+            metadata={"provenance": f"kbz pretrain of {preset}, {num_train_steps} steps"},
+        )
+        run.complete(results)
+    return results
