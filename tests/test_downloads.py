@@ -3,13 +3,20 @@
 The server is `http.server` on 127.0.0.1 (ephemeral port, a thread, shut down in teardown)
 serving zips of Google-format checkpoints written by the test; `KBZ_WEIGHTS_MIRROR` points
 the download at it, so nothing but loopback is ever contacted.
+
+Trust policy (see `keras_bert_zoo.presets.pins`): a preset pinned by `sha256` (the archive)
+or `files_sha256` (the files inside) downloads with no opt-in; an unpinned one downloads
+with a warning and its archive hash is recorded on first use and required afterwards;
+`KBZ_REQUIRE_PINNED=1` refuses unpinned presets.
 """
 
 import dataclasses
 import functools
 import hashlib
 import http.server
+import json
 import logging
+import shutil
 import socket
 import threading
 import zipfile
@@ -23,6 +30,7 @@ from test_checkpoints import TINY_GOOGLE, random_google_variables, write_google_
 import keras_bert_zoo as kbz
 from keras_bert_zoo.presets import PresetConfig, load_preset_config
 from keras_bert_zoo.presets.downloads import fetch_preset_weights
+from keras_bert_zoo.presets.pins import pinned_files
 from keras_bert_zoo.saving.archives import safe_extract
 
 TINY_URL = "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-2_H-128_A-2.zip"
@@ -72,7 +80,8 @@ def served(tmp_path):
 def cache(tmp_path, monkeypatch):
     directory = tmp_path / "cache"
     monkeypatch.setenv("KBZ_CACHE_DIR", str(directory))
-    monkeypatch.delenv("KBZ_ALLOW_UNPINNED", raising=False)
+    monkeypatch.delenv("KBZ_REQUIRE_PINNED", raising=False)
+    monkeypatch.delenv("KBZ_WEIGHTS_MIRROR", raising=False)
     return directory
 
 
@@ -81,6 +90,14 @@ def _zip_release(folder: Path, archive: Path, top: str = "") -> str:
         for path in sorted(folder.iterdir()):
             bundle.write(path, top + path.name)
     return hashlib.sha256(archive.read_bytes()).hexdigest()
+
+
+def _files_sha256(folder: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def _recorded(cache: Path) -> dict:
+    return json.loads((cache / "downloads" / "recorded_sha256.json").read_text())
 
 
 def _dead_loopback_url() -> str:
@@ -126,20 +143,21 @@ def test_named_preset_downloads_once_then_works_offline(
         tmp_path / "release", variables, config.architecture, vocabulary
     )
     digest = _zip_release(folder, root / "uncased_L-2_H-128_A-2.zip")
-    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
-    monkeypatch.setenv("KBZ_ALLOW_UNPINNED", "1")  # the bundled presets pin no sha256 yet
+    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)  # no opt-in: tiny is unpinned
     keras.backend.clear_session()
     with caplog.at_level(logging.WARNING):
         encoder = kbz.from_preset("bert_tiny_en_uncased")
-    assert digest in caplog.text  # logged so it can be pinned
+    assert "'bert_tiny_en_uncased' pins no sha256" in caplog.text and digest in caplog.text
     assert server.requests == ["/uncased_L-2_H-128_A-2.zip"]
     np.testing.assert_array_equal(
         encoder.get_layer("token_embedding").embeddings.numpy(),
         variables["bert/embeddings/word_embeddings"],
     )
-    assert sorted(p.name for p in cache.iterdir()) == ["bert_tiny_en_uncased"]  # no leftovers
+    # no leftovers: the preset, and the archive's sha256 recorded for later downloads
+    assert sorted(p.name for p in cache.iterdir()) == ["bert_tiny_en_uncased", "downloads"]
+    assert [p.name for p in (cache / "downloads").iterdir()] == ["recorded_sha256.json"]
+    assert _recorded(cache)["bert_tiny_en_uncased"]["sha256"] == digest
     server.stop()
-    monkeypatch.delenv("KBZ_ALLOW_UNPINNED")
     keras.backend.clear_session()
     again = kbz.from_preset("bert_tiny_en_uncased")  # offline now: served from the cache
     np.testing.assert_array_equal(
@@ -187,7 +205,6 @@ def test_checksum_mismatch_caches_nothing(served, cache, monkeypatch, tiny_relea
 def test_server_down_without_cache_says_what_to_fetch_and_where(cache, monkeypatch):
     mirror = _dead_loopback_url()
     monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", mirror)
-    monkeypatch.setenv("KBZ_ALLOW_UNPINNED", "1")
     with pytest.raises(ValueError) as error:
         kbz.from_preset("bert_tiny_en_uncased")
     message = str(error.value)
@@ -198,14 +215,6 @@ def test_server_down_without_cache_says_what_to_fetch_and_where(cache, monkeypat
     )
     assert "not available on this machine" in message and "load_weights=False" in message
     assert not (cache / "bert_tiny_en_uncased").exists()
-
-
-def test_unpinned_archive_is_not_downloaded_without_opt_in(served, cache, monkeypatch):
-    _, server = served
-    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
-    with pytest.raises(ValueError, match="no pinned sha256.*KBZ_ALLOW_UNPINNED=1"):
-        kbz.from_preset("bert_tiny_en_uncased")
-    assert server.requests == []
 
 
 def test_hand_placed_archive_is_used_offline(cache, monkeypatch, tiny_release):
@@ -251,3 +260,203 @@ def test_truncated_archive_is_a_clear_error(tmp_path, tiny_release):
     archive.write_bytes(archive.read_bytes()[:4000])
     with pytest.raises(ValueError, match="not a readable zip archive.*truncated"):
         safe_extract(archive, tmp_path / "out")
+
+
+def _files_pinned(config, folder: Path):
+    """`config` pinned by the sha256 of each file in `folder` (no archive hash)."""
+    source = {**config.weights_source, "sha256": None, "files_sha256": _files_sha256(folder)}
+    return dataclasses.replace(config, weights_source=source)
+
+
+@pytest.mark.parametrize("with_meta", [True, False])
+def test_files_pinned_preset_downloads_with_no_opt_in(
+    served, cache, monkeypatch, tiny_release, tmp_path, with_meta
+):
+    root, server = served
+    config, archive, variables = tiny_release
+    folder = shutil.copytree(config.directory, tmp_path / "with_extras")
+    meta = folder / "bert_model.ckpt.meta"
+    meta.write_bytes(b"a TF1 graph, never read")
+    pinned = _files_pinned(config, folder)  # pins all five files, as the bundled presets do
+    if not with_meta:
+        meta.unlink()  # may be absent: the converter never reads it
+    (folder / "README.txt").write_text("an extra file nobody pinned is fine")
+    _zip_release(folder, root / archive.name, top="tiny_L-2_H-16/")
+    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
+    weights = kbz.saving.read_weights(fetch_preset_weights(pinned))
+    assert server.requests == [f"/{archive.name}"]
+    np.testing.assert_array_equal(
+        weights["token_embedding/embeddings"], variables["bert/embeddings/word_embeddings"]
+    )
+    assert sorted(p.name for p in cache.iterdir()) == ["tiny_test"]  # nothing recorded
+
+
+@pytest.mark.parametrize(
+    "tampered, hand_placed", [("bert_model.ckpt.index", False), ("vocab.txt", True)]
+)
+def test_tampered_file_inside_a_pinned_archive_is_refused(
+    served, cache, monkeypatch, tiny_release, tmp_path, tampered, hand_placed
+):
+    root, server = served
+    config, archive, _ = tiny_release
+    pinned = _files_pinned(config, config.directory)
+    folder = shutil.copytree(config.directory, tmp_path / "tampered")
+    data = bytearray((folder / tampered).read_bytes())
+    data[len(data) // 2] ^= 1  # one byte changed
+    (folder / tampered).write_bytes(bytes(data))
+    found = hashlib.sha256(bytes(data)).hexdigest()
+    placed = cache / "downloads" / archive.name
+    if hand_placed:
+        placed.parent.mkdir(parents=True)
+        _zip_release(folder, placed, top="tiny_L-2_H-16/")
+        fix = f"Delete {placed} \\(put there by hand\\)"
+    else:
+        _zip_release(folder, root / archive.name, top="tiny_L-2_H-16/")
+        fix = f"The file served at {server.url}{archive.name} is not the release"
+    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
+    with pytest.raises(
+        ValueError,
+        match=f"Checksum mismatch for {tampered} inside {archive.name} of preset 'tiny_test': "
+        f"expected sha256 {pinned.weights_source['files_sha256'][tampered]} .*found {found}"
+        f".*nothing was converted or cached. {fix}",
+    ):
+        fetch_preset_weights(pinned)
+    assert server.requests == ([] if hand_placed else [f"/{archive.name}"])
+    left = sorted(str(p.relative_to(cache)) for p in cache.rglob("*"))
+    assert left == (["downloads", f"downloads/{archive.name}"] if hand_placed else [])
+
+
+def test_pinned_archive_missing_a_file_is_refused(served, cache, monkeypatch, tiny_release):
+    root, server = served
+    config, archive, _ = tiny_release
+    pinned = _files_pinned(config, config.directory)
+    with zipfile.ZipFile(root / archive.name, "w") as bundle:
+        for path in sorted(config.directory.iterdir()):
+            if not path.name.startswith("bert_model.ckpt.data"):
+                bundle.write(path, "tiny_L-2_H-16/" + path.name)
+    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
+    with pytest.raises(
+        ValueError,
+        match=f"{archive.name} of preset 'tiny_test' has no bert_model.ckpt.data-00000-of-00001"
+        ".*nothing was cached",
+    ):
+        fetch_preset_weights(pinned)
+    assert list(cache.iterdir()) == []
+
+
+def test_unpinned_preset_records_its_archive_hash_and_requires_it_later(
+    served, cache, monkeypatch, tiny_release, caplog
+):
+    root, server = served
+    config, archive, _ = tiny_release
+    unpinned = dataclasses.replace(config, weights_source={**config.weights_source, "sha256": None})
+    digest = config.weights_source["sha256"]
+    (root / archive.name).write_bytes(archive.read_bytes())
+    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
+    with caplog.at_level(logging.WARNING, logger="keras_bert_zoo"):
+        fetch_preset_weights(unpinned)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("'tiny_test' pins no sha256" in r.getMessage() for r in warnings)
+    assert digest in caplog.text
+    assert _recorded(cache)["tiny_test"] == {
+        "archive": archive.name,
+        "sha256": digest,
+        "url": config.weights_source["url"],
+    }
+    shutil.rmtree(cache / "tiny_test")
+    fetch_preset_weights(unpinned)  # the same archive again: equal to the recorded hash
+    shutil.rmtree(cache / "tiny_test")
+    # the server now serves another zip under the same name (an extra file changes the hash)
+    other = root / archive.name
+    _zip_release(config.directory, other, top="tiny_L-2_H-16/")
+    with zipfile.ZipFile(other, "a") as bundle:
+        bundle.writestr("tiny_L-2_H-16/README.txt", "changed")
+    found = hashlib.sha256(other.read_bytes()).hexdigest()
+    recorded_file = cache / "downloads" / "recorded_sha256.json"
+    with pytest.raises(
+        ValueError,
+        match=f"Checksum mismatch for {archive.name} of unpinned preset 'tiny_test': its sha256 "
+        f"is {found}, but sha256 {digest} was recorded in {recorded_file}"
+        ".*nothing was unpacked or cached.*delete the 'tiny_test' entry",
+    ):
+        fetch_preset_weights(unpinned)
+    assert not (cache / "tiny_test").exists()
+    # a hand-placed archive is held to the recorded hash too
+    (cache / "downloads" / archive.name).write_bytes(other.read_bytes())
+    with pytest.raises(ValueError, match=f"its sha256 is {found}, but sha256 {digest}.*by hand"):
+        fetch_preset_weights(unpinned)
+    assert sorted(p.name for p in cache.iterdir()) == ["downloads"]
+    assert _recorded(cache)["tiny_test"]["sha256"] == digest  # unchanged
+
+
+def test_require_pinned_refuses_unpinned_presets(served, cache, monkeypatch, tiny_release):
+    _, server = served
+    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", server.url)
+    monkeypatch.setenv("KBZ_REQUIRE_PINNED", "1")
+    (cache / "downloads").mkdir(parents=True)
+    (cache / "downloads" / "uncased_L-2_H-128_A-2.zip").write_bytes(b"not read")
+    with pytest.raises(
+        ValueError,
+        match="Preset 'bert_tiny_en_uncased' pins no sha256.*KBZ_REQUIRE_PINNED=1 refuses "
+        "unpinned presets, so nothing was downloaded. Unset KBZ_REQUIRE_PINNED",
+    ):
+        kbz.from_preset("bert_tiny_en_uncased")
+    assert server.requests == [] and not (cache / "bert_tiny_en_uncased").exists()
+    config, archive, _ = tiny_release  # pinned (archive sha256): still allowed
+    (cache / "downloads" / archive.name).write_bytes(archive.read_bytes())
+    assert fetch_preset_weights(config).is_file()
+    monkeypatch.setenv("KBZ_REQUIRE_PINNED", "maybe")
+    with pytest.raises(ValueError, match="KBZ_REQUIRE_PINNED='maybe' is not understood"):
+        kbz.from_preset("bert_tiny_en_uncased")
+
+
+PINNED_PRESETS = [
+    "bert_base_en",
+    "bert_base_en_uncased",
+    "bert_base_multi",
+    "bert_base_zh",
+    "bert_large_en",
+    "bert_large_en_uncased",
+]
+PINNED_FILES = [
+    "bert_config.json",
+    "bert_model.ckpt.data-00000-of-00001",
+    "bert_model.ckpt.index",
+    "bert_model.ckpt.meta",
+    "vocab.txt",
+]
+
+
+@pytest.mark.parametrize("name", kbz.list_presets())
+def test_bundled_presets_pin_the_files_of_their_release(name):
+    config = load_preset_config(name)
+    data = json.loads((kbz.presets.builtin_presets_dir() / f"{name}.json").read_text())
+    source = data["weights"]["source"]
+    assert source["sha256"] is None  # no hash of Google's zips is published
+    if name not in PINNED_PRESETS:  # tiny/mini/small/medium: nothing published
+        assert "files_sha256" not in source and pinned_files(config) == {}
+        return
+    files = pinned_files(config)
+    assert sorted(files) == PINNED_FILES
+    vocabulary = kbz.presets.builtin_presets_dir() / data["tokenizer"]["vocabulary"]
+    assert vocabulary.parent.name == "vocab"
+    assert files["vocab.txt"] == data["tokenizer"]["vocabulary_sha256"]
+    assert files["vocab.txt"] == hashlib.sha256(vocabulary.read_bytes()).hexdigest()
+    assert "NVIDIA DeepLearningExamples" in source["pins"]
+    assert "1187980309bb6dd6fd1dbdd93afb326c6687f9e0" in source["pins"]
+
+
+def test_malformed_file_pins_are_a_clear_error(tiny_release):
+    config, _, _ = tiny_release
+    pins = _files_sha256(config.directory)
+    del pins["bert_model.ckpt.index"]
+    partial = dataclasses.replace(
+        config, weights_source={**config.weights_source, "files_sha256": pins}
+    )
+    with pytest.raises(ValueError, match=r"lacks \['bert_model.ckpt.index'\].*Fix the preset"):
+        pinned_files(partial)
+    odd = dataclasses.replace(
+        config, weights_source={**config.weights_source, "files_sha256": {"../x": "0" * 64}}
+    )
+    with pytest.raises(ValueError, match="must map plain file names"):
+        pinned_files(odd)

@@ -67,7 +67,10 @@ def test_unknown_preset_lists_close_matches():
 
 
 def test_named_preset_without_weights_says_how_to_get_them(tmp_path, monkeypatch):
-    monkeypatch.setenv("KBZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KBZ_CACHE_DIR", str(tmp_path / "cache"))
+    # unpinned presets now download by default: an empty mirror folder keeps this offline
+    monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", str(tmp_path / "empty_mirror"))
+    monkeypatch.delenv("KBZ_REQUIRE_PINNED", raising=False)
     with pytest.raises(
         ValueError, match="not available on this machine.*load_weights=False.*kbz convert"
     ):

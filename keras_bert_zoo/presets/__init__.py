@@ -21,4 +21,6 @@ _EXPORTS = {
     "write_checksums": "keras_bert_zoo.saving.checksums",
 }
 __all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, ("downloads", "factory", "registry"))
+__getattr__, __dir__ = lazy_attributes(
+    __name__, _EXPORTS, ("downloads", "factory", "pins", "registry")
+)

@@ -2,18 +2,22 @@
 
 `fetch_preset_weights(config)` (called by `from_preset` when a named preset has no cached
 weights) downloads the preset's archive (`weights.source.url`, Google's zip) with a progress
-bar into a temporary file, checks its sha256 *before* unpacking, unpacks it safely (no
-absolute paths, `..` or links), converts it with the Google converter, and moves the preset
-directory into `cache_dir()/<name>` in one rename. Later calls read the cache, offline.
+bar into a temporary file, checks its sha256 *before* unpacking (against the preset's pin,
+or for an unpinned preset the hash recorded on its first use), unpacks it safely (no
+absolute paths, `..` or links), checks the files pinned by `weights.source.files_sha256`
+*before* anything reads them, checks the vocabulary and `bert_config.json` against the
+preset, converts it with the Google converter, and moves the preset directory into
+`cache_dir()/<name>` in one rename. Later calls read the cache, offline. What is trusted,
+and why, is `pins`'s docstring.
 
 Environment:
     KBZ_CACHE_DIR: the cache (see `registry.cache_dir`).
     KBZ_WEIGHTS_MIRROR: a URL or folder holding the archives by file name, instead of
         their original URLs (air-gapped machines, tests).
-    KBZ_ALLOW_UNPINNED=1: download archives whose sha256 the preset does not pin; the
-        digest seen is logged so it can be pinned.
+    KBZ_REQUIRE_PINNED=1: refuse presets that pin no sha256 (see `pins`).
 
-An archive put by hand at `cache_dir()/downloads/<file>` is used instead of downloading.
+An archive put by hand at `cache_dir()/downloads/<file>` is used instead of downloading,
+and checked the same way.
 """
 
 import hashlib
@@ -30,7 +34,13 @@ from pathlib import Path, PurePosixPath
 from tqdm.auto import tqdm
 
 from keras_bert_zoo.checkpoints.google import convert_google, read_google_config
-from keras_bert_zoo.presets.registry import cache_dir
+from keras_bert_zoo.presets.pins import (
+    check_allowed,
+    record_archive,
+    verify_archive,
+    verify_files,
+)
+from keras_bert_zoo.presets.registry import cache_dir, downloads_dir
 from keras_bert_zoo.saving.archives import safe_extract
 from keras_bert_zoo.saving.atomic import fsync_path
 from keras_bert_zoo.saving.checksums import sha256_file
@@ -39,8 +49,6 @@ from keras_bert_zoo.saving.preset import PRESET_FILE, WEIGHTS_FILE, read_preset_
 logger = logging.getLogger(__name__)
 
 MIRROR_ENV = "KBZ_WEIGHTS_MIRROR"
-ALLOW_UNPINNED_ENV = "KBZ_ALLOW_UNPINNED"
-DOWNLOADS_FOLDER = "downloads"
 _TIMEOUT_S = 60
 _ARCHIVE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.zip$")
 
@@ -113,7 +121,7 @@ def unavailable_error(config, reason: str) -> ValueError:
     """The error for missing weights: which file to fetch, and where to put it."""
     url = (config.weights_source or {}).get("url", "the original release")
     name = archive_name(url)
-    local = cache_dir() / DOWNLOADS_FOLDER / name
+    local = downloads_dir() / name
     return ValueError(
         f"Pretrained weights for preset '{config.name}' are not available on this machine "
         f"(looked in {cache_dir() / config.name}) and {reason}. Fetch {url} and put it, "
@@ -126,20 +134,10 @@ def unavailable_error(config, reason: str) -> ValueError:
 
 def _obtain_archive(config, work: Path) -> tuple[Path, str]:
     """`(archive path, sha256)`: the hand-placed archive, else a fresh download into `work`."""
-    source = config.weights_source or {}
-    url, expected = source["url"], source.get("sha256")
-    local = cache_dir() / DOWNLOADS_FOLDER / archive_name(url)
+    url = (config.weights_source or {})["url"]
+    local = downloads_dir() / archive_name(url)
     if local.is_file():
         return local, sha256_file(local)
-    if not expected and os.environ.get(ALLOW_UNPINNED_ENV) != "1":
-        raise unavailable_error(
-            config,
-            (
-                "its archive has no pinned sha256 in the preset file, so it is not downloaded "
-                f"automatically (set {ALLOW_UNPINNED_ENV}=1 to download it anyway; the sha256 "
-                "seen is logged so you can pin it)"
-            ),
-        )
     location = archive_url(url)
     archive = work / archive_name(url)
     try:
@@ -148,23 +146,15 @@ def _obtain_archive(config, work: Path) -> tuple[Path, str]:
         raise unavailable_error(config, f"downloading {location} failed ({error})") from error
 
 
-def _verify(config, archive: Path, digest: str) -> None:
-    expected = (config.weights_source or {}).get("sha256")
-    if expected and digest != expected.lower():
-        raise ValueError(
-            f"Checksum mismatch for {archive.name} of preset '{config.name}': expected sha256 "
-            f"{expected}, got {digest}. The file is corrupted or not the release the preset "
-            f"names; nothing was unpacked or cached. Delete {archive} if you put it there, "
-            "and fetch it again."
-        )
-    if not expected:
-        logger.warning(
-            "Using unpinned archive %s for preset '%s': sha256 %s (pin it as "
-            "weights.source.sha256).",
-            archive.name,
-            config.name,
-            digest,
-        )
+def _how_to_fix(config, archive: Path) -> str:
+    """The fix for an archive that fails its checks: which file to delete or fetch again."""
+    url = config.weights_source["url"]
+    if archive.parent == downloads_dir():
+        return f"Delete {archive} (put there by hand) and fetch {url} again."
+    return (
+        f"The file served at {archive_url(url)} is not the release: try again later, or "
+        f"fetch {url} yourself and put it at {downloads_dir() / archive.name}."
+    )
 
 
 def _check_release(config, folder: Path) -> None:
@@ -203,14 +193,16 @@ def fetch_preset_weights(config) -> Path:
             f"its format {source.get('format')!r} is not "
             "'google_tf1', the only one fetched automatically",
         )
+    check_allowed(config)  # KBZ_REQUIRE_PINNED=1 and an unpinned preset: refused here
     cached.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{config.name}.", dir=cached.parent))
     try:
         archive, digest = _obtain_archive(config, work)
-        _verify(config, archive, digest)
+        verify_archive(config, archive, digest, _how_to_fix(config, archive))
         safe_extract(archive, work / "unpacked")
         folder = find_checkpoint_folder(work / "unpacked")
-        _check_release(config, folder)
+        verify_files(config, folder, archive.name, _how_to_fix(config, archive))
+        _check_release(config, folder)  # parses bert_config.json: only after verify_files
         provenance = {"provenance": f"Converted from {source['url']} (sha256 {digest})."}
         converted = convert_google(
             folder,
@@ -221,6 +213,7 @@ def fetch_preset_weights(config) -> Path:
         if not cached.exists():  # another process may have finished first: keep its copy
             os.rename(converted, cached)  # converted and flushed by staged_directory
             fsync_path(cached.parent)
+        record_archive(config, archive.name, digest, source["url"])  # unpinned: first use
     finally:
         shutil.rmtree(work, ignore_errors=True)
     logger.info("Cached the weights of preset '%s' in %s.", config.name, cached)

@@ -20,6 +20,7 @@ from keras_bert_zoo.saving.preset import (
 )
 
 CACHE_ENV = "KBZ_CACHE_DIR"
+DOWNLOADS_FOLDER = "downloads"
 
 
 def builtin_presets_dir() -> Path:
@@ -40,6 +41,11 @@ def cache_dir() -> Path:
     """Where converted pretrained weights of named presets live (`$KBZ_CACHE_DIR`)."""
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "keras_bert_zoo"
     return Path(os.environ.get(CACHE_ENV, default))
+
+
+def downloads_dir() -> Path:
+    """`cache_dir()/downloads`: hand-placed archives and the sha256 recorded on first use."""
+    return cache_dir() / DOWNLOADS_FOLDER
 
 
 def _unknown_name_error(name: str) -> ValueError:
