@@ -96,6 +96,128 @@ def test_finetune_cli_writes_everything(tiny_preset, tmp_path, task, train, vali
     }
     for a, b in zip(keras.tree.flatten(restored(x)), keras.tree.flatten(reloaded(x)), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)
+    _check_predict(task, output, DATA / "finetune" / validation, tmp_path, metrics)
+
+
+PREDICTION_FILES = {
+    "classify": "predictions.tsv",
+    "tag": "predictions.conll",
+    "qa": "predictions.json",
+}
+
+
+def _check_predict(task, run, validation, tmp_path, metrics):
+    """`kbz predict` on the validation file writes the same predictions and metrics as the
+    fine-tuning run did, in the formats users expect."""
+    written = run / PREDICTION_FILES[task]
+    predicted = tmp_path / f"again_{PREDICTION_FILES[task]}"
+    assert (
+        main(
+            [
+                "predict",
+                task,
+                "--model",
+                str(run),
+                "--input",
+                str(validation),
+                "--output",
+                str(predicted),
+            ]
+        )
+        == 0
+    )
+    assert predicted.read_text() == written.read_text()
+    if task == "classify":
+        rows = [line.split("\t") for line in written.read_text().splitlines()]
+        assert rows[0] == ["index", "prediction", "probability_0", "probability_1"]
+        assert [r[0] for r in rows[1:]] == [str(i) for i in range(len(rows) - 1)]
+        labels = [line.split("\t")[1] for line in validation.read_text().splitlines()[1:] if line]
+        accuracy = np.mean([r[1] == label for r, label in zip(rows[1:], labels, strict=True)])
+        assert accuracy == pytest.approx(metrics["accuracy"])
+        assert all(abs(float(r[2]) + float(r[3]) - 1) < 1e-5 for r in rows[1:])
+    elif task == "tag":
+        gold = kbz.data.read_conll(validation)
+        ours = [block.split("\n") for block in written.read_text().strip("\n").split("\n\n")]
+        assert [[line.split("\t")[0] for line in b] for b in ours] == [
+            s.words for s in gold.sentences
+        ]
+        tags = [[line.split("\t")[1] for line in b] for b in ours]
+        scores = kbz.metrics.entity_scores([s.tags for s in gold.sentences], tags)
+        assert scores["f1"] == pytest.approx(metrics["f1"])
+    else:  # the official SQuAD v1.1 rules on predictions.json give metrics.json's numbers
+        answers = json.loads(written.read_text())
+        gold = {e.qas_id: [a.text for a in e.answers] for e in kbz.data.read_squad(validation)}
+        assert set(answers) == set(gold)
+        scores = kbz.metrics.squad_scores(answers, gold)
+        assert scores == pytest.approx(metrics)
+        nbest = json.loads((run / "nbest_predictions.json").read_text())
+        for qas_id, entries in nbest.items():
+            assert entries[0]["text"] == answers[qas_id]
+            assert set(entries[0]) == {"text", "probability", "start_logit", "end_logit"}
+            assert abs(sum(e["probability"] for e in entries) - 1) < 1e-6
+
+
+def test_predict_text_without_labels(tiny_preset, tmp_path, capsys):
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
+    assert (
+        main(
+            [
+                "finetune",
+                "classify",
+                "--preset",
+                str(tiny_preset),
+                "--train",
+                str(train),
+                "--validation",
+                str(train),
+                "--output",
+                str(tmp_path / "run"),
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--sequence-length",
+                "32",
+                "--no-export",
+            ]
+        )
+        == 0
+    )
+    (tmp_path / "text.tsv").write_text("sentence\na gripping film\ndull\n")
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "predict",
+                "classify",
+                "--model",
+                str(tmp_path / "run"),
+                "--input",
+                str(tmp_path / "text.tsv"),
+                "--output",
+                str(tmp_path / "p.tsv"),
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.strip() == f"Wrote {tmp_path / 'p.tsv'}"  # no metrics
+    assert len((tmp_path / "p.tsv").read_text().splitlines()) == 3
+    assert (
+        main(
+            [
+                "predict",
+                "tag",
+                "--model",
+                str(tmp_path / "run"),
+                "--input",
+                str(tmp_path / "text.tsv"),
+                "--output",
+                str(tmp_path / "q"),
+            ]
+        )
+        == 2
+    )
+    assert "holds a classifier model, not a tagger" in capsys.readouterr().err
 
 
 def _pretrain(output, **overrides):

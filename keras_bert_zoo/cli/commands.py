@@ -197,3 +197,33 @@ def interrupted(args) -> str:
         f"interrupted. The checkpoint of {where} in {state.parent} is kept; re-run the same "
         "command to resume from it."
     )
+
+
+def run_predict(args) -> int:
+    options = {
+        "n_best_size": args.n_best_size,
+        "max_answer_length": args.max_answer_length,
+        "doc_stride": args.doc_stride,
+        "max_query_length": args.max_query_length,
+    }
+    if args.task == "classify":
+        options = {
+            "text_columns": tuple(args.text_columns.split(",")) if args.text_columns else None,
+            "label_column": args.label_column,
+        }
+    elif args.task == "tag":
+        options = {}
+    result = _load("training.predict").run_predict(
+        FINETUNE_TASKS[args.task],
+        args.model,
+        args.input,
+        args.output,
+        batch_size=args.batch_size,
+        sequence_length=args.sequence_length,
+        jit_compile=args.jit_compile,
+        **options,
+    )
+    print(f"Wrote {', '.join(result['files'])}")
+    if result["metrics"]:
+        print(json.dumps(result["metrics"], indent=2, sort_keys=True))
+    return 0

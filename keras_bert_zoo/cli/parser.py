@@ -184,6 +184,47 @@ def add_create_pretraining_data_arguments(parser: argparse.ArgumentParser) -> No
     )
 
 
+def _add_predict(subcommands) -> None:
+    predict = subcommands.add_parser(
+        "predict", help="predictions of a fine-tuned model on a file (and its metrics)"
+    )
+    predict.add_argument("task", choices=sorted(FINETUNE_TASKS))
+    predict.add_argument(
+        "--model", required=True, help="a kbz finetune output directory, or a fine-tuned preset"
+    )
+    predict.add_argument(
+        "--input", required=True, help="GLUE TSV (label column optional), CoNLL or SQuAD JSON file"
+    )
+    predict.add_argument(
+        "--output",
+        required=True,
+        help="the TSV / CoNLL / predictions.json to write (QA also writes "
+        "nbest_predictions.json beside it)",
+    )
+    predict.add_argument("--batch-size", type=int, default=64)
+    predict.add_argument(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="default: the run's own (128 for a plain preset)",
+    )
+    predict.add_argument(
+        "--jit-compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the model with XLA (default: on)",
+    )
+    predict.add_argument("--text-columns", default=None, help="classify: default the run's")
+    predict.add_argument("--label-column", default=None, help="classify: default the run's")
+    predict.add_argument("--doc-stride", type=int, default=None, help="qa: default the run's")
+    predict.add_argument("--max-query-length", type=int, default=None, help="qa")
+    predict.add_argument("--n-best-size", type=int, default=20, help="qa: candidates kept")
+    predict.add_argument(
+        "--max-answer-length", type=int, default=30, help="qa: longest answer, in tokens"
+    )
+    predict.set_defaults(run=commands.run_predict)
+
+
 def _add_export(subcommands) -> None:
     export = subcommands.add_parser("export", help="SavedModel for TF Serving (raw strings in)")
     export.add_argument(
@@ -223,5 +264,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_create_pretraining_data_arguments(create)
     create.set_defaults(run=commands.run_create_pretraining_data)
     _add_pretrain(subcommands)
+    _add_predict(subcommands)
     _add_export(subcommands)
     return parser

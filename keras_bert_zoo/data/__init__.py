@@ -18,14 +18,10 @@ from keras_bert_zoo.data.readers import (
     TextExample,
     read_glue_tsv,
     sorted_labels,
+    tsv_header,
 )
-from keras_bert_zoo.data.squad import (
-    SquadFeatures,
-    build_squad_features,
-    doc_spans,
-    postprocess,
-    squad_evaluate,
-)
+from keras_bert_zoo.data.squad import SquadFeatures, build_squad_features, doc_spans
+from keras_bert_zoo.data.squad_answers import nbest_predictions, postprocess, squad_evaluate
 from keras_bert_zoo.data.squad_reader import SquadAnswer, SquadExample, read_squad
 from keras_bert_zoo.data.tagging import align_labels, encode_tagged, word_predictions
 
@@ -41,6 +37,7 @@ __all__ = [
     "build_squad_features",
     "doc_spans",
     "encode_tagged",
+    "nbest_predictions",
     "postprocess",
     "read_conll",
     "read_glue_tsv",
@@ -48,5 +45,6 @@ __all__ = [
     "sorted_labels",
     "squad_evaluate",
     "tag_vocabulary",
+    "tsv_header",
     "word_predictions",
 ]

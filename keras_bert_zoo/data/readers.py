@@ -93,6 +93,11 @@ def encode_labels(
     return np.array([index[value] for _, value in values], dtype=np.int32)
 
 
+def tsv_header(path: PathLike) -> list[str]:
+    """The column names on the first line of a TSV file."""
+    return read_lines(path, "a TSV file with one example per line")[0].split("\t")
+
+
 def _column_index(path, header, column, line_number) -> int:
     if isinstance(column, int):
         return column

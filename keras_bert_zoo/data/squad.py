@@ -1,4 +1,4 @@
-"""SQuAD features (sliding windows over the context) and post-processing back to answer text.
+"""SQuAD features: sliding windows over the context (answers back from logits: `squad_answers`).
 
 Follows google-research/bert `run_squad.py`: the question is cut to `max_query_length`
 tokens; the context is covered by windows of `max_seq_length - len(query) - 3` tokens moving
@@ -16,7 +16,6 @@ equals run_squad's per-word sub-tokenization.
 >>> import keras_bert_zoo as kbz
 >>> examples = kbz.data.read_squad("examples/data/squad_heldout_sample.json")
 >>> features = kbz.data.build_squad_features(examples, tokenize, cls_id=101, sep_id=102)
->>> answers = kbz.data.postprocess(examples, features, start_logits, end_logits)
 """
 
 import dataclasses
@@ -24,7 +23,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from keras_bert_zoo import metrics
 from keras_bert_zoo.data.squad_reader import SquadExample
 
 Tokenize = Callable[[str], Sequence[tuple[int, int, int]]]
@@ -204,86 +202,3 @@ def _stack(rows: list[dict], max_seq_length: int) -> SquadFeatures:
             for name, shape in shapes.items()
         }
     )
-
-
-def _candidates(features, index, start_logits, end_logits, n_best_size, max_answer_length):
-    """`(score, char_start, char_end)` of the valid spans among the top start/end logits."""
-    offsets = features.token_offsets[index]
-    starts = np.argsort(-start_logits, kind="stable")[:n_best_size]
-    ends = np.argsort(-end_logits, kind="stable")[:n_best_size]
-    found = []
-    for s in starts:
-        if offsets[s, 0] < 0 or not features.token_is_max_context[index, s]:
-            continue
-        for e in ends:
-            if offsets[e, 0] >= 0 and s <= e < s + max_answer_length:
-                found.append(
-                    (float(start_logits[s] + end_logits[e]), int(offsets[s, 0]), int(offsets[e, 1]))
-                )
-    return found
-
-
-def postprocess(
-    examples: Sequence[SquadExample],
-    features: SquadFeatures,
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    *,
-    n_best_size: int = 20,
-    max_answer_length: int = 30,
-    version_2_with_negative: bool = False,
-    null_score_diff_threshold: float = 0.0,
-) -> dict[str, str]:
-    """`{question_id: answer_text}` from start/end logits `[num_features, max_seq_length]`:
-    the best-scoring valid span (start <= end, at most `max_answer_length` tokens, start in
-    its max-context window) among the `n_best_size` top starts and ends of every window of
-    the question, cut from the context by character offsets. With `version_2_with_negative`,
-    the answer is "" when the null score (`[CLS]` start + end, lowest over the windows)
-    beats the best span by more than `null_score_diff_threshold`.
-
-    >>> answers = kbz.data.postprocess(examples, features, start_logits, end_logits)
-    """
-    start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
-    expected = features.token_ids.shape
-    if start_logits.shape != expected or end_logits.shape != expected:
-        raise ValueError(
-            f"start/end logits must be [num_features, max_seq_length] = {expected};"
-            f" received {start_logits.shape} and {end_logits.shape}."
-        )
-    by_example: dict[int, list[int]] = {}
-    for index, example_index in enumerate(features.example_index.tolist()):
-        by_example.setdefault(example_index, []).append(index)
-    answers = {}
-    for example_index, example in enumerate(examples):
-        found, null_score = [], np.inf
-        for index in by_example.get(example_index, []):
-            found += _candidates(
-                features,
-                index,
-                start_logits[index],
-                end_logits[index],
-                n_best_size,
-                max_answer_length,
-            )
-            null_score = min(null_score, float(start_logits[index, 0] + end_logits[index, 0]))
-        best = max(found, default=None, key=lambda c: c[0])
-        text = example.context[best[1] : best[2]] if best else ""
-        if version_2_with_negative and (
-            best is None or null_score - best[0] > null_score_diff_threshold
-        ):
-            text = ""
-        answers[example.qas_id] = text
-    return answers
-
-
-def squad_evaluate(
-    examples: Sequence[SquadExample], predictions: dict[str, str]
-) -> dict[str, float]:
-    """Official SQuAD `exact_match` and `f1` (percent) of `predictions` against the examples'
-    gold answers (an unanswerable question's gold answer is "").
-
-    >>> kbz.data.squad_evaluate(examples, answers)
-    {'exact_match': 81.0, 'f1': 88.2}
-    """
-    gold = {e.qas_id: [a.text for a in e.answers] for e in examples}
-    return metrics.squad_scores(predictions, gold)

@@ -1,7 +1,8 @@
-"""Fine-tuning glue: task data from files to model inputs, and validation metrics.
+"""Fine-tuning glue: task data from files to model inputs, and outputs back to predictions.
 
-Each `*_task` object turns reader output (`keras_bert_zoo.data`) into arrays the task model
-takes, and model predictions back into the task's metrics (`keras_bert_zoo.metrics`). The
+Each `*Task` object turns reader output (`keras_bert_zoo.data`) into arrays the task model
+takes (`arrays`), model outputs into predictions (`predict`), predictions into the task's
+metrics (`metrics`, `keras_bert_zoo.metrics`) and prediction files (`write_predictions`). The
 tokenizer runs in batches over all texts (or unique words) at once, never once per string.
 `run_finetune` (behind `kbz finetune`) trains with plain `model.fit`.
 """
@@ -15,6 +16,13 @@ import tensorflow as tf
 
 from keras_bert_zoo import data, metrics
 from keras_bert_zoo.tasks import classifier_loss, tagger_loss
+from keras_bert_zoo.training.predictions import (
+    warn_if_all_outside,
+    warn_if_collapsed,
+    write_classifications,
+    write_conll,
+    write_squad,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +56,16 @@ class ClassificationTask:
     label_column: str = "label"
     regression: bool = False
 
-    def read(self, path, label_names=None):
+    def read(self, path, label_names=None, labels_optional=False):
+        """The TSV's examples; with `labels_optional`, a file without the label column (text
+        to predict) reads too."""
+        label_column = self.label_column
+        if labels_optional and label_column not in data.tsv_header(path):
+            label_column = None
         return data.read_glue_tsv(
             path,
             self.text_columns,
-            self.label_column,
+            label_column,
             label_names=label_names,
             regression=self.regression,
         )
@@ -76,19 +89,37 @@ class ClassificationTask:
     def loss(self, dataset):
         return classifier_loss(1 if self.regression else len(dataset.label_names))
 
-    def evaluate(self, dataset, outputs, extra):
+    def predict(self, dataset, outputs, extra):
+        """The regression score of each example, or its class probabilities (softmax)."""
+        outputs = np.asarray(outputs, np.float64)
         if self.regression:
-            scores = np.asarray(outputs)[:, 0]
+            return outputs[:, 0]
+        exponentials = np.exp(outputs - outputs.max(-1, keepdims=True))
+        return exponentials / exponentials.sum(-1, keepdims=True)
+
+    def metrics(self, dataset, predictions):
+        """Fractions in [0, 1] (accuracy, F1), or correlations for regression; {} unlabeled."""
+        if not len(dataset.labels):
+            return {}
+        if self.regression:
             return {
-                "pearson": metrics.pearson(dataset.labels, scores),
-                "spearman": metrics.spearman(dataset.labels, scores),
+                "pearson": metrics.pearson(dataset.labels, predictions),
+                "spearman": metrics.spearman(dataset.labels, predictions),
             }
-        predicted = np.asarray(outputs).argmax(-1)
+        predicted = predictions.argmax(-1)
+        warn_if_collapsed(predicted, dataset.labels, dataset.label_names, dataset.path)
         average = "binary" if len(dataset.label_names) == 2 else "macro"
         return {
             "accuracy": metrics.accuracy(dataset.labels, predicted),
             "f1": metrics.f1_score(dataset.labels, predicted, average=average),
         }
+
+    def evaluate(self, dataset, outputs, extra):
+        return self.metrics(dataset, self.predict(dataset, outputs, extra))
+
+    def write_predictions(self, dataset, predictions, path):
+        names = None if self.regression else dataset.label_names
+        return write_classifications(path, predictions, names)
 
 
 @dataclasses.dataclass
@@ -97,7 +128,7 @@ class TaggingTask:
 
     preprocessor: object
 
-    def read(self, path, label_names=None):
+    def read(self, path, label_names=None, labels_optional=False):
         return data.read_conll(path, tag_names=label_names)
 
     def arrays(self, dataset):
@@ -124,15 +155,25 @@ class TaggingTask:
     def loss(self, dataset):
         return tagger_loss()
 
-    def evaluate(self, dataset, outputs, word_index):
+    def predict(self, dataset, outputs, word_index):
+        """The predicted tag (its name) of every word of every sentence."""
         predicted = data.word_predictions(
             np.asarray(outputs), word_index, [len(s.words) for s in dataset.sentences]
         )
-        names = dataset.tag_names
-        scores = metrics.entity_scores(
-            [s.tags for s in dataset.sentences], [[names[t] for t in row] for row in predicted]
-        )
+        return [[dataset.tag_names[t] for t in row] for row in predicted]
+
+    def metrics(self, dataset, predictions):
+        """Entity-level precision, recall and F1 (conlleval rules), fractions in [0, 1]."""
+        gold = [s.tags for s in dataset.sentences]
+        warn_if_all_outside(predictions, gold, dataset.path)
+        scores = metrics.entity_scores(gold, predictions)
         return {key: scores[key] for key in ("precision", "recall", "f1")}
+
+    def evaluate(self, dataset, outputs, word_index):
+        return self.metrics(dataset, self.predict(dataset, outputs, word_index))
+
+    def write_predictions(self, dataset, predictions, path):
+        return write_conll(path, [s.words for s in dataset.sentences], predictions)
 
 
 @dataclasses.dataclass
@@ -142,8 +183,10 @@ class QuestionAnsweringTask:
     preprocessor: object
     doc_stride: int = 128
     max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
 
-    def read(self, path, label_names=None):
+    def read(self, path, label_names=None, labels_optional=False):
         return data.read_squad(path)
 
     def arrays(self, examples):
@@ -173,19 +216,38 @@ class QuestionAnsweringTask:
             for key in ("start_logits", "end_logits")
         }
 
+    def predict(self, examples, outputs, features):
+        """`{"answers": {id: text}, "nbest": {id: [...]}}` as run_squad.py writes them."""
+        logits = (np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"]))
+        options = dict(n_best_size=self.n_best_size, max_answer_length=self.max_answer_length)
+        return {
+            "answers": data.postprocess(examples, features, *logits, **options),
+            "nbest": data.nbest_predictions(examples, features, *logits, **options),
+        }
+
+    def metrics(self, examples, predictions):
+        """Official SQuAD exact match and F1, in percent as the official script reports."""
+        if not any(e.answers for e in examples):
+            return {}
+        return data.squad_evaluate(examples, predictions["answers"])
+
     def evaluate(self, examples, outputs, features):
-        answers = data.postprocess(
-            examples,
-            features,
-            np.asarray(outputs["start_logits"]),
-            np.asarray(outputs["end_logits"]),
-        )
-        return data.squad_evaluate(examples, answers)
+        return self.metrics(examples, self.predict(examples, outputs, features))
+
+    def write_predictions(self, examples, predictions, path):
+        return write_squad(path, predictions["answers"], predictions["nbest"])
 
 
-# Keyed by the task names of `keras_bert_zoo.tasks.TASKS`.
+# Keyed by the task names of `keras_bert_zoo.tasks.TASKS`; each file name is what
+# `kbz finetune` writes its validation predictions to.
 FINETUNING_TASKS = {
     "classifier": ClassificationTask,
     "tagger": TaggingTask,
     "question_answerer": QuestionAnsweringTask,
+}
+
+PREDICTION_FILES = {
+    "classifier": "predictions.tsv",
+    "tagger": "predictions.conll",
+    "question_answerer": "predictions.json",
 }

@@ -23,7 +23,7 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
-from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
+from keras_bert_zoo.training.finetuning import FINETUNING_TASKS, PREDICTION_FILES
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import fit_resumable, interval_sizes
 from keras_bert_zoo.training.rundir import RunDirectory
@@ -97,7 +97,8 @@ def run_finetune(
     Args:
         task: "classifier", "tagger" or "question_answerer" (`FINETUNING_TASKS`).
 
-    Writes `model.keras` (no optimizer state), `metrics.json`, `preset/` and (with `export`)
+    Writes `model.keras` (no optimizer state), `metrics.json`, the validation predictions
+    (`predictions.tsv` / `.conll` / `.json`, as `kbz predict`), `preset/` and (with `export`)
     `export/1`. Returns the validation metrics; the same call again on a finished run
     returns them without training.
 
@@ -165,7 +166,9 @@ def run_finetune(
         )
         x_val, _, extra_val = job.arrays(validation_data)
         outputs = model.predict(x_val, batch_size=batch_size, verbose=0)
-        results = job.evaluate(validation_data, outputs, extra_val)
+        predictions = job.predict(validation_data, outputs, extra_val)
+        job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
+        results = job.metrics(validation_data, predictions)
         results = {key: float(value) for key, value in results.items()}
         write_json(output / "metrics.json", results)
         save_model_file(model, output / "model.keras")

@@ -1,0 +1,91 @@
+"""`run_predict`, the job behind `kbz predict`: a fine-tuned model's predictions on a file.
+
+The model comes from a `kbz finetune` output directory (its `preset/`, and the settings in
+its `run.json`: sequence length, text columns, QA windows) or from any preset directory
+saved from a task model. Inputs are read as `kbz finetune` reads them; when they carry
+labels or answers, the same metrics as `kbz finetune` are returned too.
+"""
+
+import json
+from pathlib import Path
+
+from keras_bert_zoo.presets.factory import from_preset
+from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
+from keras_bert_zoo.training.rundir import MANIFEST
+
+# Settings of a fine-tuning run that prediction reuses unless given.
+_RUN_OPTIONS = {
+    "classifier": ("text_columns", "label_column", "regression"),
+    "tagger": (),
+    "question_answerer": ("doc_stride", "max_query_length"),
+}
+
+
+def _model_source(model) -> tuple[Path, dict]:
+    """(preset directory, the run's settings) of a run directory or a preset directory."""
+    path = Path(model)
+    if not path.is_dir():
+        raise ValueError(
+            f"--model {model} is not a directory. Pass a `kbz finetune` output "
+            "directory or a preset directory saved from a fine-tuned model."
+        )
+    if (path / "preset").is_dir() and not (path / "preset.json").is_file():
+        manifest = path / MANIFEST
+        settings = json.loads(manifest.read_text())["settings"] if manifest.is_file() else {}
+        return path / "preset", settings
+    return path, {}
+
+
+def run_predict(
+    task: str,
+    model,
+    input,
+    output,
+    batch_size: int = 64,
+    sequence_length: int | None = None,
+    jit_compile: bool = True,
+    **options,
+) -> dict:
+    """Predicts `input` with the fine-tuned `model`; writes the prediction file(s) at `output`.
+
+    Args:
+        task: "classifier", "tagger" or "question_answerer".
+        model: a `kbz finetune` output directory, or a preset directory of a task model.
+        input: a GLUE TSV (the label column optional), a CoNLL file or a SQuAD JSON file.
+        output: the TSV / CoNLL / `predictions.json` path (QA also writes
+            `nbest_predictions.json` beside it).
+        options: task reading options (`text_columns`, `doc_stride`, ...) and for QA
+            `n_best_size`, `max_answer_length`; a run's own settings are the defaults.
+
+    Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
+
+    >>> kbz.training.run_predict("classifier", "runs/sst2", "test.tsv", "predictions.tsv")
+    """
+    if task not in FINETUNING_TASKS:
+        raise ValueError(f"Unknown task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}.")
+    preset, settings = _model_source(model)
+    config = load_preset_config(preset)
+    if config.task != task:
+        raise ValueError(
+            f"--model {model} holds a {config.task} model, not a {task}. Predict "
+            "with the task it was fine-tuned for."
+        )
+    length = sequence_length or settings.get("sequence_length") or 128
+    defaults = {k: settings[k] for k in _RUN_OPTIONS[task] if k in settings}
+    if "text_columns" in defaults:
+        defaults["text_columns"] = tuple(defaults["text_columns"])
+    options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
+    preprocessor = BertPreprocessor.from_preset(preset, sequence_length=length)
+    job = FINETUNING_TASKS[task](preprocessor, **options)
+    dataset = job.read(
+        input, label_names=config.task_config.get("label_names"), labels_optional=True
+    )
+    x, _, extra = job.arrays(dataset)
+    network = from_preset(preset, task=task)
+    network.compile(jit_compile=jit_compile)
+    outputs = network.predict(x, batch_size=batch_size, verbose=0)
+    predictions = job.predict(dataset, outputs, extra)
+    files = job.write_predictions(dataset, predictions, output)
+    return {"files": [str(f) for f in files], "metrics": job.metrics(dataset, predictions)}

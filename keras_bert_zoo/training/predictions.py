@@ -1,0 +1,80 @@
+"""Prediction files of the fine-tuning tasks, and warnings for degenerate predictions.
+
+- classifier: a TSV, one row per input example: `index` (0-based, as GLUE submissions),
+  `prediction` (the class name, or the score of a regression) and one `probability_<class>`
+  column per class;
+- tagger: CoNLL, `word<TAB>predicted tag` per line, a blank line between sentences;
+- question answerer: `predictions.json` (`{question id: answer text}`, scored by the
+  official SQuAD script) and `nbest_predictions.json` beside it, in the format of
+  google-research/bert's `run_squad.py`.
+Every file is written atomically.
+"""
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from keras_bert_zoo.saving.atomic import write_json, write_text
+
+logger = logging.getLogger(__name__)
+NBEST_FILE = "nbest_predictions.json"
+
+
+def write_classifications(path, predictions: np.ndarray, label_names) -> list[Path]:
+    """`predictions`: `[n]` scores (regression, `label_names` None) or `[n, classes]`."""
+    path = Path(path)
+    if label_names is None:
+        rows = ["index\tprediction"] + [f"{i}\t{v:.6g}" for i, v in enumerate(predictions)]
+    else:
+        header = "\t".join(["index", "prediction"] + [f"probability_{n}" for n in label_names])
+        rows = [header] + [
+            "\t".join([str(i), str(label_names[int(p.argmax())])] + [f"{v:.6f}" for v in p])
+            for i, p in enumerate(predictions)
+        ]
+    write_text(path, "\n".join(rows) + "\n")
+    return [path]
+
+
+def write_conll(path, sentences, tags) -> list[Path]:
+    """`sentences`: lists of words; `tags`: the predicted tag of each word."""
+    path = Path(path)
+    blocks = [
+        "".join(f"{w}\t{t}\n" for w, t in zip(words, row, strict=True))
+        for words, row in zip(sentences, tags, strict=True)
+    ]
+    write_text(path, "\n".join(blocks))
+    return [path]
+
+
+def write_squad(path, answers: dict, nbest: dict) -> list[Path]:
+    """`predictions.json` at `path` and `nbest_predictions.json` beside it."""
+    path = Path(path)
+    write_text(path, json.dumps(answers, indent=2, ensure_ascii=False) + "\n")
+    write_json(path.with_name(NBEST_FILE), nbest)
+    return [path, path.with_name(NBEST_FILE)]
+
+
+def warn_if_collapsed(predicted, gold, label_names, source) -> None:
+    """A classifier that predicts one class for every example has learned nothing."""
+    if len(predicted) > 1 and len(np.unique(predicted)) == 1 and len(np.unique(gold)) > 1:
+        logger.warning(
+            "%s: every prediction is class %r although the data has %d classes: the model "
+            "learned nothing useful. Train longer, or change the learning rate.",
+            source,
+            label_names[int(predicted[0])],
+            len(np.unique(gold)),
+        )
+
+
+def warn_if_all_outside(predicted, gold, source) -> None:
+    """A tagger that tags every word `O` finds no entity at all."""
+    if all(t == "O" for row in predicted for t in row) and any(
+        t != "O" for row in gold for t in row
+    ):
+        logger.warning(
+            "%s: every word was tagged O, so no entity was found (entity F1 0). Train longer "
+            "(more epochs) or with a higher learning rate.",
+            source,
+        )
