@@ -2,3 +2,9 @@
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")  # Keras dtype policies
 STRATEGIES = ("none", "mirrored", "multi-worker", "tpu")  # tf.distribute strategies by name
+# What `kbz finetune` / `kbz predict` write predictions to, per task.
+PREDICTION_FILES = {
+    "classifier": "predictions.tsv",
+    "tagger": "predictions.conll",
+    "question_answerer": "predictions.json",
+}

@@ -13,6 +13,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
@@ -81,8 +82,10 @@ def test_finetune_cli_writes_everything(tiny_preset, tmp_path, task, train, vali
         ]
     )
     assert status == 0
-    metrics = json.loads((output / "metrics.json").read_text())
+    record = json.loads((output / "metrics.json").read_text())
+    metrics = {k: v for k, v in record.items() if k not in ("kept_epoch", "history")}
     assert set(metrics) == keys and all(np.isfinite(list(metrics.values())))
+    assert [e["epoch"] for e in record["history"]] == [1] and record["kept_epoch"] == 1
     assert (output / "model.keras").is_file() and (
         output / "export" / "1" / "saved_model.pb"
     ).is_file()
@@ -155,6 +158,62 @@ def _check_predict(task, run, validation, tmp_path, metrics):
             assert entries[0]["text"] == answers[qas_id]
             assert set(entries[0]) == {"text", "probability", "start_logit", "end_logit"}
             assert abs(sum(e["probability"] for e in entries) - 1) < 1e-6
+
+
+@pytest.mark.parametrize("keep", ["best", "last"])
+def test_validation_after_every_epoch_and_the_best_epoch_kept(tiny_preset, tmp_path, keep):
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 97)
+    validation = DATA / "finetune" / "sst2_train_head.tsv"
+    output = tmp_path / keep
+    assert (
+        main(
+            [
+                "finetune",
+                "classify",
+                "--preset",
+                str(tiny_preset),
+                "--train",
+                str(train),
+                "--validation",
+                str(validation),
+                "--output",
+                str(output),
+                "--epochs",
+                "4",
+                "--batch-size",
+                "16",
+                "--sequence-length",
+                "32",
+                "--learning-rate",
+                "3e-3",
+                "--no-export",
+                "--keep",
+                keep,
+            ]
+        )
+        == 0
+    )
+    record = json.loads((output / "metrics.json").read_text())
+    history = record["history"]
+    assert [e["epoch"] for e in history] == [1, 2, 3, 4]
+    best = max(history, key=lambda e: e["accuracy"])
+    kept = best if keep == "best" else history[-1]
+    assert record["kept_epoch"] == kept["epoch"]
+    # the written model is that epoch's: its metrics are the ones recorded for it
+    assert record["accuracy"] == pytest.approx(kept["accuracy"])
+    assert record["f1"] == pytest.approx(kept["f1"])
+    assert {"epoch_learning_rate", "epoch_loss"} <= _summary_tags(output / "logs" / "train")
+    assert {"epoch_accuracy", "epoch_f1"} <= _summary_tags(output / "logs" / "validation")
+
+
+def _summary_tags(directory) -> set:
+    """The tags of every scalar in the TensorBoard event files of `directory`."""
+    tags = set()
+    for path in directory.glob("events.out.tfevents.*"):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            tags |= {value.tag for value in event.summary.value}
+    return tags
 
 
 def test_predict_text_without_labels(tiny_preset, tmp_path, capsys):

@@ -8,8 +8,15 @@ import importlib
 import json
 from pathlib import Path
 
+from keras_bert_zoo.choices import PREDICTION_FILES
+
 # Command-line task names -> the package's task names (`keras_bert_zoo.tasks.TASKS`).
 FINETUNE_TASKS = {"classify": "classifier", "tag": "tagger", "qa": "question_answerer"}
+PREDICTION_FILE = {
+    "classify": "predictions.tsv",
+    "tag": "predictions.conll",
+    "qa": "predictions.json",
+}
 
 
 def _load(module: str):
@@ -92,9 +99,22 @@ def run_finetune(args) -> int:
         keep_checkpoints=args.keep_checkpoints,
         overwrite=args.overwrite,
         export=not args.no_export,
+        keep=args.keep,
         **options,
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
+    output = Path(args.output)
+    written = [
+        ("model.keras", "the Keras model (kbz.load_model)"),
+        ("preset", "preset directory (kbz.from_preset, kbz predict --model)"),
+        ("export/1", "SavedModel for TF Serving, raw strings in"),
+        (PREDICTION_FILES[FINETUNE_TASKS[args.task]], "validation predictions"),
+        ("metrics.json", "validation metrics, per epoch in `history`"),
+        ("logs", "TensorBoard: tensorboard --logdir " + str(output / "logs")),
+    ]
+    for name, what in written:
+        if (output / name).exists():
+            print(f"  {output / name}: {what}")
     return 0
 
 

@@ -101,6 +101,12 @@ def _add_finetune(subcommands) -> None:
     _add_training_arguments(finetune, learning_rate=2e-5, batch_size=32)
     finetune.add_argument("--no-export", action="store_true", help="skip the SavedModel")
     finetune.add_argument(
+        "--keep",
+        choices=["best", "last"],
+        default="best",
+        help="weights written out: the best validation epoch's (default) or the last ones",
+    )
+    finetune.add_argument(
         "--text-columns",
         default="sentence",
         help="classify: comma-separated text column(s), e.g. question,sentence",

@@ -5,7 +5,8 @@ with two signatures:
 - `serving_default`: `text` (and `text_pair` for pair tasks) string [batch] -> classifier
   `probabilities`, `label` (+ `label_name`); tagger `tags` per token, `words` and `word_tags`
   (the tag of each whitespace-separated word's first sub-word); question answerer
-  `start_logits`, `end_logits`, `answer_start`, `answer_end` (token indices) and
+  `start_logits`, `end_logits`, `answer_start`, `answer_end` (character offsets into the
+  context, end exclusive, as SQuAD's `answer_start`) and
   `answer_text`; encoder `sequence_output`, `pooled_output`.
 - `serve_token_ids`: int32 `token_ids`, `segment_ids`, `padding_mask` [batch, L] -> the model's
   raw outputs.

@@ -70,7 +70,12 @@ def tagger_outputs(model, preprocessor, text, text_pair, label_names=None, **_):
 
 
 def question_answerer_outputs(model, preprocessor, text, text_pair, max_answer_length=30, **_):
-    """Best span inside the context (start <= end < start + max_answer_length) and its text."""
+    """Best span inside the context (start <= end < start + max_answer_length) and its text.
+
+    `answer_start` / `answer_end` are character offsets into the context (`text_pair`), end
+    exclusive, as SQuAD's `answer_start`: `text_pair[answer_start:answer_end]` in Python is
+    `answer_text`. -1 when the window holds no context.
+    """
     inputs = preprocessor((text, text_pair))
     out = model(inputs, training=False)
     start, end = out["start_logits"], out["end_logits"]
@@ -87,11 +92,11 @@ def question_answerer_outputs(model, preprocessor, text, text_pair, max_answer_l
         output_type=tf.int32,
     )
     answer_start, answer_end = best // length, best % length
-    # Token index in the packed sequence -> token of the context -> its byte span.
+    # Token index in the packed sequence -> token of the context -> its character span.
     context_first = tf.argmax(
         tf.cast(inputs["segment_ids"] > 0, tf.int32), axis=1, output_type=tf.int32
     )
-    _, starts, ends = preprocessor.tokenizer.tokenize_with_offsets(text_pair)
+    _, starts, ends = preprocessor.tokenizer.tokenize_with_offsets(text_pair, unit="char")
     width = preprocessor.sequence_length  # a context never has more tokens in the window
     found = tf.reduce_any(allowed, axis=[1, 2])
 
@@ -100,13 +105,13 @@ def question_answerer_outputs(model, preprocessor, text, text_pair, max_answer_l
         return tf.gather(values.to_tensor(0, shape=[None, width]), index, batch_dims=1)
 
     begin, stop = offset(starts, answer_start), offset(ends, answer_end)
-    answer = tf.where(found, tf.strings.substr(text_pair, begin, stop - begin), "")
+    answer = tf.strings.substr(text_pair, begin, stop - begin, unit="UTF8_CHAR")
     return {
         "start_logits": start,
         "end_logits": end,
-        "answer_start": tf.where(found, answer_start, -1),
-        "answer_end": tf.where(found, answer_end, -1),
-        "answer_text": answer,
+        "answer_start": tf.where(found, begin, -1),
+        "answer_end": tf.where(found, stop, -1),
+        "answer_text": tf.where(found, answer, ""),
     }
 
 

@@ -97,7 +97,7 @@ class ClassificationTask:
         exponentials = np.exp(outputs - outputs.max(-1, keepdims=True))
         return exponentials / exponentials.sum(-1, keepdims=True)
 
-    def metrics(self, dataset, predictions):
+    def metrics(self, dataset, predictions, warn=True):
         """Fractions in [0, 1] (accuracy, F1), or correlations for regression; {} unlabeled."""
         if not len(dataset.labels):
             return {}
@@ -107,15 +107,16 @@ class ClassificationTask:
                 "spearman": metrics.spearman(dataset.labels, predictions),
             }
         predicted = predictions.argmax(-1)
-        warn_if_collapsed(predicted, dataset.labels, dataset.label_names, dataset.path)
+        if warn:
+            warn_if_collapsed(predicted, dataset.labels, dataset.label_names, dataset.path)
         average = "binary" if len(dataset.label_names) == 2 else "macro"
         return {
             "accuracy": metrics.accuracy(dataset.labels, predicted),
             "f1": metrics.f1_score(dataset.labels, predicted, average=average),
         }
 
-    def evaluate(self, dataset, outputs, extra):
-        return self.metrics(dataset, self.predict(dataset, outputs, extra))
+    def evaluate(self, dataset, outputs, extra, warn=True):
+        return self.metrics(dataset, self.predict(dataset, outputs, extra), warn)
 
     def write_predictions(self, dataset, predictions, path):
         names = None if self.regression else dataset.label_names
@@ -162,15 +163,16 @@ class TaggingTask:
         )
         return [[dataset.tag_names[t] for t in row] for row in predicted]
 
-    def metrics(self, dataset, predictions):
+    def metrics(self, dataset, predictions, warn=True):
         """Entity-level precision, recall and F1 (conlleval rules), fractions in [0, 1]."""
         gold = [s.tags for s in dataset.sentences]
-        warn_if_all_outside(predictions, gold, dataset.path)
+        if warn:
+            warn_if_all_outside(predictions, gold, dataset.path)
         scores = metrics.entity_scores(gold, predictions)
         return {key: scores[key] for key in ("precision", "recall", "f1")}
 
-    def evaluate(self, dataset, outputs, word_index):
-        return self.metrics(dataset, self.predict(dataset, outputs, word_index))
+    def evaluate(self, dataset, outputs, word_index, warn=True):
+        return self.metrics(dataset, self.predict(dataset, outputs, word_index), warn)
 
     def write_predictions(self, dataset, predictions, path):
         return write_conll(path, [s.words for s in dataset.sentences], predictions)
@@ -225,29 +227,22 @@ class QuestionAnsweringTask:
             "nbest": data.nbest_predictions(examples, features, *logits, **options),
         }
 
-    def metrics(self, examples, predictions):
+    def metrics(self, examples, predictions, warn=True):
         """Official SQuAD exact match and F1, in percent as the official script reports."""
         if not any(e.answers for e in examples):
             return {}
         return data.squad_evaluate(examples, predictions["answers"])
 
-    def evaluate(self, examples, outputs, features):
-        return self.metrics(examples, self.predict(examples, outputs, features))
+    def evaluate(self, examples, outputs, features, warn=True):
+        return self.metrics(examples, self.predict(examples, outputs, features), warn)
 
     def write_predictions(self, examples, predictions, path):
         return write_squad(path, predictions["answers"], predictions["nbest"])
 
 
-# Keyed by the task names of `keras_bert_zoo.tasks.TASKS`; each file name is what
-# `kbz finetune` writes its validation predictions to.
+# Keyed by the task names of `keras_bert_zoo.tasks.TASKS`.
 FINETUNING_TASKS = {
     "classifier": ClassificationTask,
     "tagger": TaggingTask,
     "question_answerer": QuestionAnsweringTask,
-}
-
-PREDICTION_FILES = {
-    "classifier": "predictions.tsv",
-    "tagger": "predictions.conll",
-    "question_answerer": "predictions.json",
 }

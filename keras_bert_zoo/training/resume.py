@@ -225,9 +225,9 @@ def fit_resumable(
         verbose=verbose,
         callbacks=[
             StopAfterSteps(total_steps - start),
+            *callbacks,  # before the checkpoint: what they record is then saved with it
             ResumeCheckpoint(directory, keep_checkpoints),
             keras.callbacks.TerminateOnNaN(),
-            *callbacks,
         ],
     )
     remaining = dataset.skip(start)

@@ -16,6 +16,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -23,16 +24,31 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
-from keras_bert_zoo.training.finetuning import FINETUNING_TASKS, PREDICTION_FILES
+from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import fit_resumable, interval_sizes
 from keras_bert_zoo.training.rundir import RunDirectory
+from keras_bert_zoo.training.validation import ValidationCallback
 
 logger = logging.getLogger(__name__)
 
 
-def tensorboard(output: Path):
-    return keras.callbacks.TensorBoard(str(output / "logs"), update_freq=50)
+class TensorBoard(keras.callbacks.TensorBoard):
+    """Keras' TensorBoard callback, with the epoch scalars always written.
+
+    Keras 3.15 writes epoch scalars inside the `record_if` of the last batch, so with an
+    integer `update_freq` that the step count does not hit they are dropped: fit for 8 steps
+    with `update_freq=50` logged no `epoch_loss` at all (`tests/test_runs.py` checks ours).
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        with self.summary.record_if(True):
+            super().on_epoch_end(epoch, logs)
+
+
+def tensorboard(output: Path) -> keras.callbacks.Callback:
+    """Loss every 50 steps; per interval the loss, learning rate and validation metrics."""
+    return TensorBoard(str(output / "logs"), update_freq=50)
 
 
 def check_flags(**flags) -> None:
@@ -88,6 +104,7 @@ def run_finetune(
     checkpoint_every: int | None = None,
     keep_checkpoints: int = 3,
     export: bool = True,
+    keep: str = "best",
     overwrite: bool = False,
     verbose: int = 1,
     **task_options,
@@ -97,6 +114,9 @@ def run_finetune(
     Args:
         task: "classifier", "tagger" or "question_answerer" (`FINETUNING_TASKS`).
 
+    The validation set is evaluated after every checkpoint interval (an epoch by default;
+    progress output, TensorBoard and `metrics.json`'s `history`), and the weights of the best
+    one are kept (`keep="last"`: the final ones) for what follows.
     Writes `model.keras` (no optimizer state), `metrics.json`, the validation predictions
     (`predictions.tsv` / `.conll` / `.json`, as `kbz predict`), `preset/` and (with `export`)
     `export/1`. Returns the validation metrics; the same call again on a finished run
@@ -105,6 +125,8 @@ def run_finetune(
     >>> kbz.training.run_finetune("classifier", "my_preset", "train.tsv", "dev.tsv", "out")
     """
     settings = settings_of(dict(locals()))
+    if keep not in ("best", "last"):
+        raise ValueError(f"--keep must be 'best' or 'last'. Received: {keep!r}.")
     if task not in FINETUNING_TASKS:
         raise ValueError(
             f"Unknown fine-tuning task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
@@ -152,25 +174,35 @@ def run_finetune(
             .batch(batch_size, drop_remainder=True)
             .prefetch(tf.data.AUTOTUNE)
         )
+        x_val, _, extra_val = job.arrays(validation_data)
+
+        def validate(network, warn=False):
+            outputs = network.predict(x_val, batch_size=batch_size, verbose=0)
+            return job.evaluate(validation_data, outputs, extra_val, warn=warn)
+
+        validation = ValidationCallback(validate, output / "checkpoints")
         fit_resumable(
             model,
             dataset,
             total,
             interval,
             output / "checkpoints",
-            callbacks=[tensorboard(output)],
+            callbacks=[validation, tensorboard(output)],
             verbose=verbose,
             strategy=distribution,
             jit_compile=jit_compile,
             keep_checkpoints=keep_checkpoints,
         )
-        x_val, _, extra_val = job.arrays(validation_data)
+        kept = validation.restore_best() if keep == "best" else validation.history[-1]
         outputs = model.predict(x_val, batch_size=batch_size, verbose=0)
         predictions = job.predict(validation_data, outputs, extra_val)
         job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
         results = job.metrics(validation_data, predictions)
         results = {key: float(value) for key, value in results.items()}
-        write_json(output / "metrics.json", results)
+        write_json(
+            output / "metrics.json",
+            {**results, "kept_epoch": kept["epoch"], "history": validation.history},
+        )
         save_model_file(model, output / "model.keras")
         save_preset(model, output / "preset", overwrite=True)
         if export:

@@ -1,0 +1,92 @@
+"""Validation during fine-tuning: after every checkpoint interval (an epoch by default).
+
+`ValidationCallback` computes the task's metrics on the validation set, adds them (as
+`val_<name>`) and the learning rate to the epoch's logs, so the progress line and
+TensorBoard show them, and keeps the weights of the best interval so far. Its history and
+best weights live beside the checkpoints, written atomically before the interval's
+checkpoint, so a resumed run keeps them.
+"""
+
+import json
+import logging
+from pathlib import Path
+
+import keras
+
+from keras_bert_zoo.saving.atomic import staged_file, write_json
+
+logger = logging.getLogger(__name__)
+HISTORY_FILE = "validation.json"
+BEST_WEIGHTS = "best.weights.h5"
+# The metric that decides "best" for each task's metrics (higher is better).
+MAIN_METRIC = {"accuracy": 3, "pearson": 2, "f1": 1}  # preference when several are present
+
+
+def main_metric(results: dict) -> str:
+    """`accuracy` for classification, `pearson` for regression, `f1` for tagging and QA."""
+    present = [name for name in MAIN_METRIC if name in results]
+    return max(present, key=MAIN_METRIC.get) if present else ""
+
+
+class ValidationCallback(keras.callbacks.Callback):
+    """Evaluates `evaluate(model) -> metrics` at the end of every fit epoch (interval).
+
+    Args:
+        evaluate: returns the validation metrics of the model as it is now.
+        directory: where the history and the best weights are kept (the checkpoints').
+    """
+
+    def __init__(self, evaluate, directory):
+        super().__init__()
+        self.evaluate = evaluate
+        self.directory = Path(directory)
+        self.history = self._read_history()
+
+    def _read_history(self) -> list:
+        path = self.directory / HISTORY_FILE
+        stored = json.loads(path.read_text()) if path.is_file() else {}
+        self.saved_epoch = stored.get("best_weights_epoch")
+        return stored.get("history", [])
+
+    @property
+    def best(self) -> dict | None:
+        """The history entry of the best interval so far (None before any)."""
+        metric = main_metric(self.history[0]) if self.history else ""
+        return max(self.history, key=lambda e: e[metric], default=None) if metric else None
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        results = {key: float(value) for key, value in self.evaluate(self.model).items()}
+        optimizer = self.model.optimizer
+        rate = optimizer.learning_rate
+        if callable(rate):
+            rate = rate(optimizer.iterations)
+        logs.update({f"val_{key}": value for key, value in results.items()})
+        logs["learning_rate"] = float(keras.ops.convert_to_numpy(rate))
+        self.history = [e for e in self.history if e["epoch"] < epoch + 1]
+        self.history.append({"epoch": epoch + 1, **results})
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.best["epoch"] == epoch + 1:  # the new best: its weights, before the record
+            with staged_file(self.directory / BEST_WEIGHTS) as temporary:
+                self.model.save_weights(temporary, overwrite=True)
+            self.saved_epoch = epoch + 1
+        write_json(
+            self.directory / HISTORY_FILE,
+            {"history": self.history, "best_weights_epoch": self.saved_epoch},
+        )
+
+    def restore_best(self) -> dict | None:
+        """Loads the best interval's weights into the model; returns its history entry."""
+        best = self.best
+        if best is None or best["epoch"] == self.history[-1]["epoch"]:
+            return best  # the model holds them already
+        if self.saved_epoch != best["epoch"] or not (self.directory / BEST_WEIGHTS).is_file():
+            logger.warning(
+                "The weights of the best epoch (%d) were lost with a damaged "
+                "checkpoint; keeping the last epoch's.",
+                best["epoch"],
+            )
+            return self.history[-1]
+        self.model.load_weights(self.directory / BEST_WEIGHTS)
+        logger.info("Kept the weights of epoch %d (%s).", best["epoch"], best)
+        return best
