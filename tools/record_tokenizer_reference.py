@@ -44,7 +44,7 @@ def _vocab_path(name):
 
 
 def _run_kind(code_point, output):
-    """How one code point normalizes: (kind, delta); see keras_bert_zoo/_normalization.py."""
+    """How one code point normalizes: (kind, delta); see tokenization/normalization.py."""
     if output == "":
         return "d", 0
     if output == " ":

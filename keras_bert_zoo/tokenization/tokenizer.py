@@ -7,7 +7,7 @@
 
 Ids and offsets equal those of the original BERT tokenization as `tokenizers` implements it
 (`BertWordPieceTokenizer(vocabulary, lowercase=L)`) on any text, with no known difference: see
-`_normalization.py` for how, tests/test_tokenization.py and tools/check_tokenizer_parity.py for
+`normalization.py` for how, tests/test_tokenization.py and tools/check_tokenizer_parity.py for
 the evidence. Like `tokenizers`, special tokens written in the text ("[MASK]") become their
 ids; Google's original code reads them as plain text: `special_tokens_in_strings=False`
 (advisable for untrusted text, which could otherwise insert [SEP]).
