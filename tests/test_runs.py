@@ -516,7 +516,7 @@ def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
     assert "--checkpoint-every 8 or less" in error and not (tmp_path / "out").exists()
 
 
-def _pretrain_command(output):
+def _pretrain_command(output, steps=12):
     return [
         sys.executable,
         "-m",
@@ -530,7 +530,7 @@ def _pretrain_command(output):
         "--output",
         str(output),
         "--num-train-steps",
-        "12",
+        str(steps),
         "--checkpoint-every",
         "3",
         "--batch-size",
@@ -547,10 +547,11 @@ def _pretrain_command(output):
 def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
     """A real `kill -9` of `kbz pretrain` after its first checkpoint, at a seeded random
     delay, then the same command: the final weights equal an uninterrupted run's."""
-    subprocess.run(_pretrain_command(tmp_path / "straight"), check=True, capture_output=True)
+    steps = 120  # with XLA, 12 steps could end within the random delay
+    subprocess.run(_pretrain_command(tmp_path / "straight", steps), check=True, capture_output=True)
     output = tmp_path / "killed"
     process = subprocess.Popen(
-        _pretrain_command(output), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        _pretrain_command(output, steps), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     state = output / "checkpoints" / "state.json"
     deadline = time.monotonic() + 300
@@ -560,7 +561,9 @@ def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert not (output / "preset").exists(), "the run finished before it could be killed"
-    subprocess.run(_pretrain_command(output), check=True, capture_output=True)
+    state = json.loads((output / "checkpoints" / "state.json").read_text())
+    assert state["checkpoints"][-1]["step"] < steps  # killed while training
+    subprocess.run(_pretrain_command(output, steps), check=True, capture_output=True)
     straight = load_file(tmp_path / "straight" / "preset" / "model.weights.safetensors")
     resumed = load_file(output / "preset" / "model.weights.safetensors")
     for name in straight:
@@ -569,8 +572,11 @@ def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
 
 def test_ctrl_c_ends_with_one_line_that_says_how_to_resume(tmp_path):
     output = tmp_path / "interrupted"
-    process = subprocess.Popen(
-        _pretrain_command(output), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    process = subprocess.Popen(  # 3,000 steps: far more than run before the signal arrives
+        _pretrain_command(output, steps=3000),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     state = output / "checkpoints" / "state.json"
     deadline = time.monotonic() + 300
