@@ -577,6 +577,9 @@ def test_ctrl_c_ends_with_one_line_that_says_how_to_resume(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell's background job (CI's, `make test &`) ignores SIGINT and its children
+        # inherit that; a user's terminal delivers it. Give the child a terminal's default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     state = output / "checkpoints" / "state.json"
     deadline = time.monotonic() + 300
