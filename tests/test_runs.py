@@ -423,6 +423,10 @@ def test_a_second_run_writing_the_same_output_stops_at_once(tmp_path):
                 pass
     with RunDirectory(tmp_path / "run", "pretrain", {}, {}):  # released: the same run again
         pass
+    with pytest.raises(ValueError, match="differs in command"):  # refused inside __enter__...
+        RunDirectory(tmp_path / "run", "finetune", {}, {}).__enter__()
+    with RunDirectory(tmp_path / "run", "pretrain", {}, {}):  # ...still releases its lock
+        pass
 
 
 def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint(

@@ -6,7 +6,8 @@
 - `resume`: `fit_resumable`, atomic checkpoints at step intervals and exact resume;
 - `finetuning`: task data to model inputs and back to metrics, per fine-tuning task;
 - `runs` / `pretrain_runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` /
-  `kbz pretrain`, in output directories held by `rundir.RunDirectory`.
+  `kbz pretrain`, in output directories held by `rundir.RunDirectory`;
+- `predict`: `run_predict`, the job behind `kbz predict` (prediction files in `predictions`).
 
 >>> optimizer = kbz.training.create_optimizer(2e-5, total_steps=1000)
 """
@@ -20,6 +21,7 @@ from keras_bert_zoo.training.distributed import (
 )
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay, create_optimizer
+from keras_bert_zoo.training.predict import run_predict
 from keras_bert_zoo.training.pretrain_runs import run_pretrain
 from keras_bert_zoo.training.resume import fit_resumable
 from keras_bert_zoo.training.runs import run_finetune
@@ -35,6 +37,7 @@ __all__ = [
     "fit_resumable",
     "get_strategy",
     "run_finetune",
+    "run_predict",
     "run_pretrain",
     "set_precision",
 ]

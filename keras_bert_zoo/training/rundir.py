@@ -88,13 +88,17 @@ class RunDirectory(contextlib.AbstractContextManager):
                 f"{self.output} is being written by another kbz run ({holder}). Wait for it "
                 "to finish, or choose another --output."
             ) from None
-        self._lock.seek(0)
-        self._lock.truncate()
-        self._lock.write(f"pid {os.getpid()}")
-        self._lock.flush()
-        if self.overwrite:
-            self._clear()
-        self._check_manifest()
+        try:
+            self._lock.seek(0)
+            self._lock.truncate()
+            self._lock.write(f"pid {os.getpid()}")
+            self._lock.flush()
+            if self.overwrite:
+                self._clear()
+            self._check_manifest()
+        except BaseException:
+            self.__exit__()  # `with` calls __exit__ only once __enter__ has returned
+            raise
         return self
 
     def _clear(self):

@@ -66,7 +66,8 @@ class ValidationCallback(keras.callbacks.Callback):
         self.history = [e for e in self.history if e["epoch"] < epoch + 1]
         self.history.append({"epoch": epoch + 1, **results})
         self.directory.mkdir(parents=True, exist_ok=True)
-        if self.best["epoch"] == epoch + 1:  # the new best: its weights, before the record
+        best = self.best
+        if best is not None and best["epoch"] == epoch + 1:  # a new best: its weights first
             with staged_file(self.directory / BEST_WEIGHTS) as temporary:
                 self.model.save_weights(temporary, overwrite=True)
             self.saved_epoch = epoch + 1
