@@ -18,7 +18,11 @@ from safetensors.numpy import save_file
 
 from keras_bert_zoo.checkpoints.huggingface import huggingface_head_tables, huggingface_name_table
 from keras_bert_zoo.saving.atomic import staged_directory
-from keras_bert_zoo.saving.preset import read_preset_directory, read_preset_weights
+from keras_bert_zoo.saving.preset import (
+    check_new_directory,
+    read_preset_directory,
+    read_preset_weights,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +116,7 @@ def export_huggingface(preset, destination, overwrite: bool = False) -> Path:
     >>> kbz.checkpoints.export_huggingface("my_preset", "hf_dir")
     >>> transformers.BertForPreTraining.from_pretrained("hf_dir")  # elsewhere
     """
+    destination = check_new_directory(destination, overwrite)  # before any reading
     config = read_preset_directory(preset)
     if config.weights_path is None or not config.weights_path.is_file():
         raise ValueError(
@@ -121,12 +126,6 @@ def export_huggingface(preset, destination, overwrite: bool = False) -> Path:
     tensors = read_preset_weights(config)
     heads = config.task == "pretrainer" and "mlm_head/dense/kernel" in tensors
     hf_tensors = huggingface_tensors(tensors, config.architecture["num_layers"], heads)
-    destination = Path(destination)
-    if destination.exists() and not overwrite:
-        raise ValueError(
-            f"{destination} already exists. Choose a new directory or pass "
-            "overwrite=True (--overwrite)."
-        )
     with staged_directory(destination) as staging:
         _write(staging, config, hf_tensors, heads)
     logger.info("Wrote %s (%s).", destination, "BertForPreTraining" if heads else "BertModel")

@@ -65,6 +65,11 @@ def read_lines(path: PathLike, what: str) -> list[str]:
     return lines
 
 
+def _is_integer(label: str) -> bool:
+    """The one rule for a numeric class label ("0", "-1"), used to sort and to check kinds."""
+    return label.lstrip("-").isdigit()
+
+
 def sorted_labels(values: Iterable[str]) -> list[str]:
     """Distinct labels, sorted numerically when all are integers, else as strings.
 
@@ -72,7 +77,7 @@ def sorted_labels(values: Iterable[str]) -> list[str]:
     ['2', '10']
     """
     distinct = set(values)
-    if all(v.lstrip("-").isdigit() for v in distinct):
+    if all(_is_integer(v) for v in distinct):
         return sorted(distinct, key=int)
     return sorted(distinct)
 
@@ -197,8 +202,8 @@ def _encode_classification(path, examples, label_column, label_names, regression
 def _check_label_kinds(path, pairs) -> None:
     """Numeric labels mixed with text ones are a data error (a stray header or typo), not a
     new class: the odd ones out are named with their line."""
-    numeric = [(line, v) for line, v in pairs if v.lstrip("-").isdigit()]
-    text = [(line, v) for line, v in pairs if not v.lstrip("-").isdigit()]
+    numeric = [(line, v) for line, v in pairs if _is_integer(v)]
+    text = [(line, v) for line, v in pairs if not _is_integer(v)]
     if numeric and text:
         odd, usual = (text, numeric) if len(text) <= len(numeric) else (numeric, text)
         line, value = odd[0]

@@ -10,12 +10,13 @@ from pathlib import Path
 CHECKSUM_FILE = "SHA256SUMS"
 
 
-def sha256_file(path) -> str:
-    """The hex sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
+def sha256_file(path, limit: int | None = None) -> str:
+    """The hex sha256 of a file (of its first `limit` bytes if given), read in 1 MiB blocks."""
+    digest, remaining = hashlib.sha256(), float("inf") if limit is None else limit
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+        while remaining > 0 and (block := handle.read(int(min(1 << 20, remaining)))):
             digest.update(block)
+            remaining -= len(block)
     return digest.hexdigest()
 
 

@@ -31,15 +31,21 @@ from keras_bert_zoo.training.runs import (
 DEFAULT_CHECKPOINT_EVERY = 1000  # steps, as google-research/bert's save_checkpoints_steps
 
 
-def pretraining_data(
-    input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
-):
-    """TFRecords (google-research/bert features) or dynamic masking straight from text."""
+def input_flag(input_file, text_file) -> tuple[str, str]:
+    """`(flag, patterns)` of the one pretraining input given (records or raw text)."""
     if bool(input_file) == bool(text_file):
         raise ValueError(
             "Pass exactly one of --input-file (TFRecords from kbz "
             "create-pretraining-data) or --text-file (raw text, masked on the fly)."
         )
+    return ("--input-file", input_file) if input_file else ("--text-file", text_file)
+
+
+def pretraining_data(
+    input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
+):
+    """TFRecords (google-research/bert features) or dynamic masking straight from text."""
+    input_flag(input_file, text_file)
     if input_file:
         return pretraining_dataset(
             input_file, batch_size, max_seq_length, max_predictions_per_seq, seed=seed
@@ -104,12 +110,7 @@ def run_pretrain(
     interval_sizes(num_train_steps, interval, f"--num-train-steps {num_train_steps}")
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
-    if bool(input_file) == bool(text_file):
-        raise ValueError(
-            "Pass exactly one of --input-file (TFRecords from kbz "
-            "create-pretraining-data) or --text-file (raw text, masked on the fly)."
-        )
-    flag, patterns = ("--input-file", input_file) if input_file else ("--text-file", text_file)
+    flag, patterns = input_flag(input_file, text_file)
     inputs = {flag: expand_input_patterns(patterns, flag)}
     dataset = pretraining_data(
         input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed

@@ -13,7 +13,6 @@ many checkpoints to keep) may differ between attempts.
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -21,6 +20,7 @@ import shutil
 from pathlib import Path
 
 from keras_bert_zoo.saving.atomic import write_json
+from keras_bert_zoo.saving.checksums import sha256_file
 
 logger = logging.getLogger(__name__)
 MANIFEST = "run.json"
@@ -33,12 +33,7 @@ _FULL_HASH_BYTES = 64 << 20  # larger inputs (pretraining corpora) hash their fi
 def fingerprint(path) -> dict:
     """Size and sha256 of a file (of its first 64 MiB for larger ones, with the size)."""
     path = Path(path)
-    digest, remaining = hashlib.sha256(), _FULL_HASH_BYTES
-    with open(path, "rb") as handle:
-        while remaining > 0 and (block := handle.read(min(1 << 20, remaining))):
-            digest.update(block)
-            remaining -= len(block)
-    return {"size": path.stat().st_size, "sha256": digest.hexdigest()}
+    return {"size": path.stat().st_size, "sha256": sha256_file(path, limit=_FULL_HASH_BYTES)}
 
 
 def _differences(stored: dict, current: dict) -> list:
