@@ -202,7 +202,10 @@ def fit_resumable(
     """`model.fit` over an endless seeded `dataset` for `total_steps`, resuming if possible.
 
     Args:
-        dataset: a `tf.data.Dataset` that repeats forever in a reproducible order.
+        dataset: a `tf.data.Dataset` that repeats forever in a reproducible order (resume
+            skips the batches already trained on), or a callable `start_step -> dataset`
+            that returns the same stream already positioned at `start_step` (resume then
+            costs the same at any step).
         total_steps: optimizer steps of the whole run (batches, with gradient accumulation).
         steps_per_checkpoint: steps between checkpoints; the last interval is shorter when
             it does not divide `total_steps`, and longer than the run is an error.
@@ -230,7 +233,7 @@ def fit_resumable(
             keras.callbacks.TerminateOnNaN(),
         ],
     )
-    remaining = dataset.skip(start)
+    remaining = dataset(start) if callable(dataset) else dataset.skip(start)
     if strategy is not None and strategy is not tf.distribute.get_strategy():
         history = StrategyTrainer(model, strategy, jit_compile).fit(remaining, **arguments)
     else:
