@@ -97,6 +97,7 @@ def run_finetune(args) -> int:
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
+        checkpoint_every_minutes=args.checkpoint_every_minutes,
         overwrite=args.overwrite,
         export=not args.no_export,
         keep=args.keep,
@@ -140,6 +141,7 @@ def run_pretrain(args) -> int:
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
+        checkpoint_every_minutes=args.checkpoint_every_minutes,
         overwrite=args.overwrite,
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))

@@ -88,6 +88,13 @@ def _add_training_arguments(parser, learning_rate: float, batch_size: int) -> No
         default=3,
         help="checkpoints kept (default 3): a damaged newest one falls back to the one before",
     )
+    parser.add_argument(
+        "--checkpoint-every-minutes",
+        type=float,
+        default=None,
+        help="also save a checkpoint once M minutes have passed since the last one (at the "
+        "next step), in addition to --checkpoint-every",
+    )
 
 
 def _add_finetune(subcommands) -> None:

@@ -1,14 +1,17 @@
 """`run_pretrain`, the job behind `kbz pretrain`: MLM + NSP from TFRecords or raw text.
 
 Checkpoints every 1,000 steps by default (google-research/bert's `save_checkpoints_steps`),
-the newest `keep_checkpoints` kept, in an output directory held by `rundir.RunDirectory`.
+and with `checkpoint_every_minutes` also in time, the newest `keep_checkpoints` kept, in an
+output directory held by `rundir.RunDirectory`. The input is a stream positioned by step
+(`RecordStream`, `MaskingStream`), so a resume does not replay the steps already done.
 """
 
 from pathlib import Path
 
 import keras
 
-from keras_bert_zoo.data.pretraining.datasets import dynamic_masking_dataset, pretraining_dataset
+from keras_bert_zoo.data.pretraining.datasets import RecordStream
+from keras_bert_zoo.data.pretraining.masking import MaskingStream
 from keras_bert_zoo.data.pretraining.text import expand_input_patterns
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -18,7 +21,7 @@ from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.tokenization import BertTokenizer
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.optimizers import create_optimizer
-from keras_bert_zoo.training.resume import fit_resumable, interval_sizes
+from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 from keras_bert_zoo.training.rundir import RunDirectory
 from keras_bert_zoo.training.runs import (
     check_flags,
@@ -44,14 +47,15 @@ def input_flag(input_file, text_file) -> tuple[str, str]:
 def pretraining_data(
     input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
 ):
-    """TFRecords (google-research/bert features) or dynamic masking straight from text."""
+    """TFRecords (google-research/bert features) or dynamic masking straight from text, as a
+    stream `start_step -> dataset` that a resume positions without replaying the steps done."""
     input_flag(input_file, text_file)
     if input_file:
-        return pretraining_dataset(
+        return RecordStream(
             input_file, batch_size, max_seq_length, max_predictions_per_seq, seed=seed
         )
     config = load_preset_config(preset)
-    return dynamic_masking_dataset(
+    return MaskingStream(
         text_file,
         BertTokenizer.from_preset(preset),
         config.vocabulary_path,
@@ -83,6 +87,7 @@ def run_pretrain(
     seed: int = 0,
     checkpoint_every: int | None = None,
     keep_checkpoints: int = 3,
+    checkpoint_every_minutes: float | None = None,
     overwrite: bool = False,
     verbose: int = 1,
 ) -> dict:
@@ -105,6 +110,7 @@ def run_pretrain(
         gradient_accumulation_steps=gradient_accumulation_steps,
     )
     check_rates(learning_rate, warmup_fraction)
+    check_minutes(checkpoint_every_minutes)
     check_length("--max-seq-length", max_seq_length, preset, minimum=8)
     interval = checkpoint_every or min(DEFAULT_CHECKPOINT_EVERY, num_train_steps)
     interval_sizes(num_train_steps, interval, f"--num-train-steps {num_train_steps}")
@@ -151,6 +157,7 @@ def run_pretrain(
             strategy=distribution,
             jit_compile=jit_compile,
             keep_checkpoints=keep_checkpoints,
+            checkpoint_every_minutes=checkpoint_every_minutes,
         )
         results = {key: float(v[-1]) for key, v in history.history.items() if v}
         write_json(output / "metrics.json", results)

@@ -1,119 +1,29 @@
-"""Exact resume for `model.fit` runs: atomic checkpoints at fixed step intervals.
+"""Exact resume for `model.fit` runs: checkpoints at step intervals and, optionally, in time.
 
 A run of `total_steps` is driven as `fit` "epochs" of `steps_per_checkpoint` steps over an
-endless, seeded (so reproducible) dataset; when the interval does not divide the run, the
-last interval is shorter, so exactly `total_steps` steps are trained. After each interval
-`ResumeCheckpoint` writes the weights and optimizer state (step counter, moments: so the
-learning-rate schedule resumes too) to `ckpt-<interval>.weights.h5` atomically (written
-beside it, flushed, renamed), and only then points
-`state.json` at it (with dropout's seed-generator states, so even the dropout masks
-continue as in an uninterrupted run), so a crash at any moment leaves the previous complete
-checkpoint in force. `fit_resumable` restores the latest one, skips the batches already
-seen, and goes on: the same command after a kill ends with the weights of an uninterrupted
-run. A NaN or Inf loss stops the run (`TerminateOnNaN`) without overwriting the last good
-checkpoint.
+endless, seeded (so reproducible) stream of batches; when the interval does not divide the
+run, the last interval is shorter, so exactly `total_steps` steps are trained. A checkpoint
+(`checkpoint_files.ResumeCheckpoint`) is written after each interval, and with
+`checkpoint_every_minutes` also after any step once that many minutes have passed.
+`fit_resumable` restores the newest intact one, positions the data at its step (a stream
+callable `start_step -> dataset` starts there at once; a plain dataset skips the batches
+already seen) and goes on: the same command after a kill ends with the weights of an
+uninterrupted run. A NaN or Inf loss stops the run (`TerminateOnNaN`) without overwriting
+the last good checkpoint.
 """
 
-import json
+import itertools
 import logging
 import math
-from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.saving.atomic import staged_file, write_json
-from keras_bert_zoo.saving.checksums import sha256_file
+from keras_bert_zoo.training.checkpoint_files import STATE_FILE, ResumeCheckpoint, restore
 from keras_bert_zoo.training.distributed import StrategyTrainer
 
+__all__ = ["STATE_FILE", "ResumeCheckpoint", "fit_resumable", "interval_sizes", "restore"]
 logger = logging.getLogger(__name__)
-STATE_FILE = "state.json"
-
-
-def _seed_states(model: keras.Model) -> list:
-    """Dropout's random-generator states: not in `save_weights`, needed for exact resume."""
-    return [v for v in model.non_trainable_variables if "seed_generator_state" in v.path]
-
-
-class ResumeCheckpoint(keras.callbacks.Callback):
-    """Writes an atomic checkpoint at the end of every fit epoch (one interval).
-
-    `state.json` lists the newest `keep` checkpoints, oldest first, each with the sha256 and
-    size of its files, so `restore` can tell a damaged checkpoint and fall back to the
-    previous one. It is written last, after the checkpoint's files are on disk.
-    """
-
-    def __init__(self, directory, keep: int = 3):
-        super().__init__()
-        self.directory = Path(directory)
-        self.keep = max(1, int(keep))
-
-    def on_epoch_end(self, epoch, logs=None):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(loss):
-            logger.error("Loss is %s at interval %d: checkpoint not written.", loss, epoch + 1)
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        name, seeds = f"ckpt-{epoch + 1}.weights.h5", f"ckpt-{epoch + 1}.seeds.npz"
-        try:
-            with staged_file(self.directory / name) as temporary:
-                self.model.save_weights(temporary, overwrite=True)
-            with staged_file(self.directory / seeds) as temporary, open(temporary, "wb") as out:
-                np.savez(out, *[v.numpy() for v in _seed_states(self.model)])
-        except OSError as error:  # a full disk, a lost mount: the last checkpoint still holds
-            raise OSError(
-                f"Could not write checkpoint {name} in {self.directory}: {error}. "
-                f"{self._previous()}; free disk space, then re-run the same command "
-                "to resume."
-            ) from error
-        entry = {
-            "interval": epoch + 1,
-            "step": int(self.model.optimizer.iterations),
-            "weights": name,
-            "seeds": seeds,
-            "files": {f: _fingerprint(self.directory / f) for f in (name, seeds)},
-        }
-        earlier = [e for e in _entries(self.directory) if e["interval"] < epoch + 1]
-        kept = [*earlier, entry][-self.keep :]
-        write_json(self.directory / STATE_FILE, {"checkpoints": kept})
-        names = {f for e in kept for f in (e["weights"], e["seeds"])}
-        for old in self.directory.glob("ckpt-*"):
-            if old.name not in names:
-                old.unlink()
-
-    def _previous(self) -> str:
-        entries = _entries(self.directory)
-        if not entries:
-            return "No earlier checkpoint was written"
-        return f"The checkpoint of step {entries[-1].get('step', '?')} is intact"
-
-
-def _fingerprint(path: Path) -> dict:
-    return {"sha256": sha256_file(path), "size": path.stat().st_size}
-
-
-def _entries(directory: Path) -> list:
-    """The checkpoints `state.json` lists, oldest first (also the one-entry older format)."""
-    path = Path(directory) / STATE_FILE
-    if not path.is_file():
-        return []
-    state = json.loads(path.read_text())
-    return state["checkpoints"] if "checkpoints" in state else [state]
-
-
-def _damage(directory: Path, entry: dict) -> str | None:
-    """Why the files of `entry` cannot be trusted, or None if they are intact."""
-    for name in (entry["weights"], entry["seeds"]):
-        path = directory / name
-        expected = entry.get("files", {}).get(name)
-        if not path.is_file():
-            return f"{path} is missing"
-        if expected and path.stat().st_size != expected["size"]:
-            return f"{path} has {path.stat().st_size} bytes, not {expected['size']}"
-        if expected and sha256_file(path) != expected["sha256"]:
-            return f"{path} does not match its sha256 in {STATE_FILE}"
-    return None
 
 
 class StopAfterSteps(keras.callbacks.Callback):
@@ -127,43 +37,6 @@ class StopAfterSteps(keras.callbacks.Callback):
         self.seen += 1
         if self.seen >= self.steps:
             self.model.stop_training = True
-
-
-def restore(model: keras.Model, directory) -> int:
-    """Loads the newest intact checkpoint into `model` (and its optimizer); returns the
-    intervals done. A damaged checkpoint (truncated, corrupted, missing) is skipped with a
-    warning naming the file; its interval is then trained again."""
-    directory = Path(directory)
-    for entry in reversed(_entries(directory)):
-        problem = _damage(directory, entry)
-        if problem:
-            logger.warning(
-                "Checkpoint of interval %d is damaged (%s); falling back to the one before it.",
-                entry["interval"],
-                problem,
-            )
-            continue
-        _load(model, directory, entry)
-        logger.info("Resumed from %s (interval %d).", entry["weights"], entry["interval"])
-        return int(entry["interval"])
-    return 0
-
-
-def _load(model: keras.Model, directory: Path, entry: dict) -> None:
-    if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
-    weights = directory / entry["weights"]
-    try:
-        model.load_weights(weights)
-    except ValueError as error:
-        raise ValueError(
-            f"Checkpoint {weights} does not fit this model ({error}). It belongs "
-            "to another run: use another --output directory."
-        ) from error
-    with np.load(directory / entry["seeds"], allow_pickle=False) as saved:
-        keys = sorted(saved.files, key=lambda k: int(k.split("_")[1]))  # arr_0, arr_1, ...
-        for variable, key in zip(_seed_states(model), keys, strict=True):
-            variable.assign(saved[key])
 
 
 def interval_sizes(total_steps: int, steps_per_checkpoint: int, what: str = "the run") -> list:
@@ -187,6 +60,36 @@ def interval_sizes(total_steps: int, steps_per_checkpoint: int, what: str = "the
     return [steps_per_checkpoint] * whole + ([rest] if rest else [])
 
 
+def check_minutes(every_minutes) -> None:
+    """`--checkpoint-every-minutes`: None (off) or a positive number."""
+    if every_minutes is None:
+        return
+    if isinstance(every_minutes, bool) or not (
+        isinstance(every_minutes, int | float)
+        and math.isfinite(every_minutes)
+        and every_minutes > 0
+    ):
+        raise ValueError(
+            "--checkpoint-every-minutes must be a positive number of minutes. "
+            f"Received: {every_minutes!r}."
+        )
+
+
+def _fit_calls(sizes: list, start: int) -> list:
+    """`(initial_epoch, epochs, steps_per_epoch, first_step, steps)` of the `fit` calls that
+    train steps `start`.. of a run: a resume inside an interval (a timed checkpoint) first
+    finishes that interval, so the later ones end where an uninterrupted run's do."""
+    ends = list(itertools.accumulate(sizes))
+    done = sum(end <= start for end in ends)
+    calls = []
+    if done < len(sizes) and start > (ends[done - 1] if done else 0):
+        calls.append((done, done + 1, ends[done] - start, start, ends[done] - start))
+        start, done = ends[done], done + 1
+    if done < len(sizes):
+        calls.append((done, len(sizes), sizes[0], start, ends[-1] - start))
+    return calls
+
+
 def fit_resumable(
     model: keras.Model,
     dataset,
@@ -198,6 +101,7 @@ def fit_resumable(
     strategy=None,
     jit_compile: bool = False,
     keep_checkpoints: int = 3,
+    checkpoint_every_minutes=None,
 ):
     """`model.fit` over an endless seeded `dataset` for `total_steps`, resuming if possible.
 
@@ -213,36 +117,44 @@ def fit_resumable(
         strategy: a non-default `tf.distribute` strategy trains with
             `distributed.StrategyTrainer` (XLA per replica when `jit_compile`), since
             `model.fit` fails there; otherwise `model.fit` (compiled as the model was).
+        checkpoint_every_minutes: also checkpoint after the first step that ends this many
+            minutes after the previous checkpoint (or the start of this attempt).
 
     >>> history = fit_resumable(model, dataset, 1000, 100, "out/checkpoints")
     """
+    check_minutes(checkpoint_every_minutes)
     sizes = interval_sizes(total_steps, steps_per_checkpoint)
-    done = restore(model, directory)
-    if done >= len(sizes):
+    start = restore(model, directory)
+    if start >= total_steps:
         logger.info("The run in %s is already complete.", directory)
-    start = sum(sizes[:done])
-    arguments = dict(
-        epochs=len(sizes),
-        initial_epoch=done,
-        steps_per_epoch=steps_per_checkpoint,
-        verbose=verbose,
-        callbacks=[
-            StopAfterSteps(total_steps - start),
-            *callbacks,  # before the checkpoint: what they record is then saved with it
-            ResumeCheckpoint(directory, keep_checkpoints),
-            keras.callbacks.TerminateOnNaN(),
-        ],
-    )
-    remaining = dataset(start) if callable(dataset) else dataset.skip(start)
-    if strategy is not None and strategy is not tf.distribute.get_strategy():
-        history = StrategyTrainer(model, strategy, jit_compile).fit(remaining, **arguments)
-    else:
-        history = model.fit(remaining, shuffle=False, **arguments)
-    losses = history.history.get("loss", [])
-    if losses and not all(math.isfinite(v) for v in losses):
-        raise ValueError(
-            f"Training stopped: the loss became {losses[-1]} (NaN or Inf). The last good "
-            f"checkpoint is kept in {directory}; lower the learning rate or use float32 / "
-            "mixed_bfloat16 precision, then re-run the same command to resume from it."
+    checkpoint = ResumeCheckpoint(directory, keep_checkpoints, start, checkpoint_every_minutes)
+    merged = keras.callbacks.History()
+    merged.history = {}
+    for initial_epoch, epochs, steps_per_epoch, first, steps in _fit_calls(sizes, start):
+        arguments = dict(
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch,
+            verbose=verbose,
+            callbacks=[
+                StopAfterSteps(steps),
+                *callbacks,  # before the checkpoint: what they record is then saved with it
+                checkpoint,
+                keras.callbacks.TerminateOnNaN(),
+            ],
         )
-    return history
+        remaining = dataset(first) if callable(dataset) else dataset.skip(first)
+        if strategy is not None and strategy is not tf.distribute.get_strategy():
+            history = StrategyTrainer(model, strategy, jit_compile).fit(remaining, **arguments)
+        else:
+            history = model.fit(remaining, shuffle=False, **arguments)
+        for key, values in history.history.items():
+            merged.history.setdefault(key, []).extend(values)
+        losses = history.history.get("loss", [])
+        if losses and not all(math.isfinite(v) for v in losses):
+            raise ValueError(
+                f"Training stopped: the loss became {losses[-1]} (NaN or Inf). The last good "
+                f"checkpoint is kept in {directory}; lower the learning rate or use float32 / "
+                "mixed_bfloat16 precision, then re-run the same command to resume from it."
+            )
+    return merged

@@ -26,7 +26,15 @@ logger = logging.getLogger(__name__)
 MANIFEST = "run.json"
 LOCK = ".lock"
 # How an attempt runs, not what it computes: may change between attempts of one run.
-EXECUTION_SETTINGS = {"jit_compile", "strategy", "tpu", "verbose", "keep_checkpoints", "export"}
+EXECUTION_SETTINGS = {
+    "jit_compile",
+    "strategy",
+    "tpu",
+    "verbose",
+    "keep_checkpoints",
+    "checkpoint_every_minutes",
+    "export",
+}
 _FULL_HASH_BYTES = 64 << 20  # larger inputs (pretraining corpora) hash their first 64 MiB
 
 

@@ -26,7 +26,7 @@ from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.optimizers import create_optimizer
-from keras_bert_zoo.training.resume import fit_resumable, interval_sizes
+from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 from keras_bert_zoo.training.rundir import RunDirectory
 from keras_bert_zoo.training.validation import ValidationCallback
 
@@ -103,6 +103,7 @@ def run_finetune(
     seed: int = 0,
     checkpoint_every: int | None = None,
     keep_checkpoints: int = 3,
+    checkpoint_every_minutes: float | None = None,
     export: bool = True,
     keep: str = "best",
     overwrite: bool = False,
@@ -139,6 +140,7 @@ def run_finetune(
     )
     check_rates(learning_rate, warmup_fraction)
     check_length("--sequence-length", sequence_length, preset, minimum=8)
+    check_minutes(checkpoint_every_minutes)
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
     preprocessor = BertPreprocessor.from_preset(preset, sequence_length=sequence_length)
@@ -192,6 +194,7 @@ def run_finetune(
             strategy=distribution,
             jit_compile=jit_compile,
             keep_checkpoints=keep_checkpoints,
+            checkpoint_every_minutes=checkpoint_every_minutes,
         )
         kept = validation.restore_best() if keep == "best" else validation.history[-1]
         outputs = model.predict(x_val, batch_size=batch_size, verbose=0)

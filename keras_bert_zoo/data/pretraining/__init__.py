@@ -4,10 +4,18 @@
 - `instances`: documents to masked-LM / next-sentence instances, as the original builds them;
 - `records`: instances serialized as TFRecord shards with the original feature names;
 - `create`: `create_pretraining_data`, the orchestrator behind `kbz create-pretraining-data`;
-- `datasets`: tf.data inputs for the pretrainer, from shards or masked on the fly from text.
+- `datasets`: tf.data inputs for the pretrainer from shards, positioned by step (resume);
+- `masking`: the same, masked on the fly from text (dynamic masking).
 """
 
 from keras_bert_zoo.data.pretraining.create import create_pretraining_data
-from keras_bert_zoo.data.pretraining.datasets import dynamic_masking_dataset, pretraining_dataset
+from keras_bert_zoo.data.pretraining.datasets import RecordStream, pretraining_dataset
+from keras_bert_zoo.data.pretraining.masking import MaskingStream, dynamic_masking_dataset
 
-__all__ = ["create_pretraining_data", "dynamic_masking_dataset", "pretraining_dataset"]
+__all__ = [
+    "MaskingStream",
+    "RecordStream",
+    "create_pretraining_data",
+    "dynamic_masking_dataset",
+    "pretraining_dataset",
+]

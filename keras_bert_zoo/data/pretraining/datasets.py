@@ -5,19 +5,31 @@ Both datasets yield `(x, y, sample_weight)` for `kbz.build_pretrainer`:
 `y = {"mlm_logits": masked_lm_ids, "nsp_logits": next_sentence_labels}` (int32),
 `sample_weight = {"mlm_logits": masked_lm_weights, "nsp_logits": ones}` (float32).
 
+Each is a `Stream`: calling it with a step gives the batches from that step on, the same
+batches an uninterrupted stream gives there, without producing the ones before (so resuming
+`kbz pretrain` at step 900,000 costs what it costs at step 10). The order is a function of
+(seed, pass over the data, position), never of what came before:
+- records: each pass reads the shards in an order drawn from (seed, pass), one after the
+  other, and shuffles windows of `shuffle_buffer_size` consecutive records with an order
+  drawn from (seed, pass, window). google-research/bert shuffles files, reads several at
+  once and shuffles a 100-record buffer, an order that can only be replayed; its
+  `create_pretraining_data` (and ours) already shuffles instances inside each shard.
+  Positioning counts the records of each shard once (reading them, not parsing them), then
+  reads from the window that holds the step's first record.
+- text: see `masking.MaskingStream` (segmentation once, pairs and masks per pass).
+
 >>> ds = pretraining_dataset("out-*", batch_size=32, max_seq_length=128,
 ...                          max_predictions_per_seq=20)
+>>> stream = RecordStream("out-*", 32, 128, 20, seed=0); resumed = stream(start_step=5000)
 """
-
-import itertools
 
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.data.pretraining import instances as data
 from keras_bert_zoo.data.pretraining import text
-from keras_bert_zoo.data.pretraining.records import feature_spec, instance_features
-from keras_bert_zoo.saving.vocabulary import load_vocabulary
+from keras_bert_zoo.data.pretraining.records import feature_spec
+
+_FOREVER = 2**62  # passes of an endless stream
 
 
 def to_model_inputs(features: dict) -> tuple:
@@ -53,6 +65,118 @@ def _check_record_shapes(path: str, max_seq_length: int, max_predictions_per_seq
             )
 
 
+def stream_seed(seed) -> int:
+    """A 31-bit seed from `seed` (None: a fresh random one)."""
+    return int(np.random.SeedSequence(seed).generate_state(1)[0]) % 2**31
+
+
+def locate(start_step: int, batch_size: int, pass_size, repeat: bool) -> tuple[int, int]:
+    """`(pass, offset)` of the first example of `start_step`; `pass_size()` is only
+    called when the step is not 0 (it may cost a scan of the data)."""
+    if start_step < 0:
+        raise ValueError(f"start_step must be >= 0. Received: {start_step}.")
+    first = start_step * batch_size
+    if not first:
+        return 0, 0
+    size = pass_size()
+    if not repeat and first >= size:
+        raise ValueError(
+            f"start_step {start_step} is past the end of the data ({size} examples, "
+            f"batches of {batch_size}, repeat=False)."
+        )
+    return divmod(first, size)
+
+
+def batches(examples: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
+    """Model-input batches (remainder dropped) from a dataset of feature dicts."""
+    dataset = examples.batch(batch_size, drop_remainder=True)
+    return dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+        tf.data.AUTOTUNE
+    )
+
+
+class RecordStream:
+    """`start_step -> dataset`: batches of model inputs from TFRecord shards (ours or
+    google-research/bert's), in the seeded order of the module docstring.
+
+    `stream(s)` equals `stream(0).skip(s)` without reading the records before step `s`
+    (beyond counting them once per stream). `shuffle=False` reads the shards in name order.
+    """
+
+    def __init__(
+        self,
+        file_patterns,
+        batch_size: int,
+        max_seq_length: int,
+        max_predictions_per_seq: int,
+        shuffle: bool = True,
+        seed=None,
+        repeat: bool = True,
+        shuffle_buffer_size: int = 10000,
+    ):
+        self.files = text.expand_input_patterns(file_patterns)
+        _check_record_shapes(self.files[0], max_seq_length, max_predictions_per_seq)
+        self.batch_size, self.shuffle, self.repeat = batch_size, shuffle, repeat
+        self.window, self.seed = int(shuffle_buffer_size), stream_seed(seed)
+        self.spec = feature_spec(max_seq_length, max_predictions_per_seq)
+        self._counts = None
+
+    def counts(self) -> list:
+        """Records in each shard (read once, in parallel, not parsed)."""
+        if self._counts is None:
+            count = lambda path: tf.data.TFRecordDataset(path).reduce(  # noqa: E731
+                tf.constant(0, tf.int64), lambda n, _: n + 1
+            )
+            counted = tf.data.Dataset.from_tensor_slices(self.files).map(
+                count, num_parallel_calls=tf.data.AUTOTUNE
+            )
+            self._counts = [int(n) for n in counted.as_numpy_iterator()]
+        return self._counts
+
+    def _key(self, purpose: int, epoch):
+        base = tf.constant([self.seed, purpose], tf.int64)
+        return tf.random.experimental.stateless_fold_in(base, tf.cast(epoch, tf.int64))
+
+    def _pass(self, epoch, first_window: int = 0) -> tf.data.Dataset:
+        """Serialized records of pass `epoch` (a tensor inside `flat_map`), from a window on."""
+        order = tf.range(len(self.files))
+        if self.shuffle:
+            order = tf.argsort(tf.random.stateless_uniform([len(self.files)], self._key(0, epoch)))
+        files, skip = tf.gather(tf.constant(self.files), order), 0
+        if first_window:  # a Python pass number here: start at the shard holding the window
+            ends = np.cumsum(np.asarray(self.counts())[order.numpy()])
+            first = first_window * self.window
+            shard = int(np.searchsorted(ends, first, side="right"))
+            files, skip = files[shard:], first - (int(ends[shard - 1]) if shard else 0)
+        records = tf.data.TFRecordDataset(files).skip(skip)
+        if not self.shuffle:
+            return records
+        key = self._key(1, epoch)
+
+        def shuffle_window(index, window):
+            seed = tf.random.experimental.stateless_fold_in(key, index)
+            noise = tf.random.stateless_uniform(tf.shape(window)[:1], seed)
+            return tf.gather(window, tf.argsort(noise))
+
+        windows = records.batch(self.window).enumerate(first_window)
+        return windows.map(shuffle_window).unbatch()
+
+    def __call__(self, start_step: int = 0) -> tf.data.Dataset:
+        epoch, offset = locate(start_step, self.batch_size, lambda: sum(self.counts()), self.repeat)
+        window, inside = divmod(offset, self.window)
+        records = self._pass(epoch, window).skip(inside)
+        if self.repeat:
+            records = records.concatenate(
+                tf.data.Dataset.range(epoch + 1, _FOREVER).flat_map(self._pass)
+            )
+        spec = self.spec
+        dataset = records.batch(self.batch_size, drop_remainder=True).map(
+            lambda serialized: to_model_inputs(tf.io.parse_example(serialized, spec)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+
 def pretraining_dataset(
     file_patterns,
     batch_size: int,
@@ -62,108 +186,18 @@ def pretraining_dataset(
     seed=None,
     repeat: bool = True,
     shuffle_buffer_size: int = 10000,
-    cycle_length: int = 8,
 ) -> tf.data.Dataset:
-    """Batches of model inputs from TFRecord shards (ours or google-research/bert's).
-
-    Files are shuffled and read interleaved in parallel; batches drop the remainder.
+    """Batches of model inputs from TFRecord shards: `RecordStream(...)(0)`.
 
     >>> x, y, w = next(iter(pretraining_dataset("out-*", 8, 128, 20)))
     """
-    files = text.expand_input_patterns(file_patterns)
-    _check_record_shapes(files[0], max_seq_length, max_predictions_per_seq)
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    if shuffle:
-        dataset = dataset.shuffle(len(files), seed=seed)
-    if repeat:
-        dataset = dataset.repeat()
-    dataset = dataset.interleave(
-        tf.data.TFRecordDataset,
-        min(cycle_length, len(files)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=seed is not None or not shuffle,
-    )
-    if shuffle:
-        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
-    dataset = dataset.batch(batch_size, drop_remainder=True).map(
-        lambda serialized: to_model_inputs(tf.io.parse_example(serialized, spec)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    return dataset.prefetch(tf.data.AUTOTUNE)
-
-
-def _source_lines(source) -> list:
-    if isinstance(source, tf.data.Dataset):
-        return [line.decode("utf-8") for line in source.as_numpy_iterator()]
-    lines = []
-    for path in text.expand_input_patterns(source):
-        with tf.io.gfile.GFile(path, "rb") as handle:
-            lines.extend(handle.read().decode("utf-8").split("\n") + [""])  # file = document end
-    return lines
-
-
-def dynamic_masking_dataset(
-    source,
-    tokenizer_fn,
-    vocabulary,
-    batch_size: int,
-    max_seq_length: int = 128,
-    max_predictions_per_seq: int = 20,
-    masked_lm_prob: float = 0.15,
-    short_seq_prob: float = 0.1,
-    do_whole_word_mask: bool = False,
-    seed=None,
-    repeat: bool = True,
-    input_format: str = "sentence_per_line",
-    shuffle_buffer_size: int = 10000,
-) -> tf.data.Dataset:
-    """Model inputs straight from text with fresh NSP pairs and masks on every pass.
-
-    `source`: text file paths/globs, or a `tf.data.Dataset` of lines (blank = document end).
-    The text is tokenized once (`tokenizer_fn(list[str])` -> RaggedTensor or id lists);
-    pairing and masking then run in a generator inside tf.data with the offline generator's
-    code, so the statistics are the same. Pass `seed` for a reproducible sequence of epochs.
-
-    >>> ds = dynamic_masking_dataset("wiki.txt", kbz.BertTokenizer.from_preset(name),
-    ...                              "vocab.txt", batch_size=32, seed=1)
-    """
-    config = data.InstanceConfig(
+    return RecordStream(
+        file_patterns,
+        batch_size,
         max_seq_length,
         max_predictions_per_seq,
-        masked_lm_prob,
-        short_seq_prob,
-        bool(do_whole_word_mask),
-    )
-    vocab = text.vocabulary_info(load_vocabulary(vocabulary))
-    documents = text.documents_from_lines(_source_lines(source), input_format)
-    documents = text.tokenize_documents(
-        documents, tokenizer_fn, vocab, max_seq_length, "dynamic_masking_dataset source"
-    )
-    data.check_documents(documents, "dynamic_masking_dataset source")
-    base_seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
-    epochs = itertools.count()
-
-    def generate():  # stacked blocks of instances: far fewer Python -> tf.data crossings
-        rng, block = np.random.default_rng([base_seed, next(epochs)]), []
-        for index in rng.permutation(len(documents)):
-            for instance in data.instances_from_document(documents, index, config, vocab, rng):
-                block.append(instance_features(instance, max_seq_length, max_predictions_per_seq))
-            if len(block) >= 256:
-                yield {name: np.stack([f[name] for f in block]) for name in block[0]}
-                block = []
-        if block:
-            yield {name: np.stack([f[name] for f in block]) for name in block[0]}
-
-    signature = {
-        name: tf.TensorSpec([None, *spec.shape], spec.dtype)
-        for name, spec in feature_spec(max_seq_length, max_predictions_per_seq).items()
-    }
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature).unbatch()
-    dataset = dataset.shuffle(shuffle_buffer_size, seed=base_seed % 2**31)
-    if repeat:
-        dataset = dataset.repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
-        tf.data.AUTOTUNE
-    )
+        shuffle,
+        seed,
+        repeat,
+        shuffle_buffer_size,
+    )(0)

@@ -221,3 +221,49 @@ def file_instances(
         for index in indices
         for instance in instances_from_document(pool, index, config, vocab, rng)
     ]
+
+
+def document_chunks(documents: list, config: InstanceConfig, rng: np.random.Generator) -> list:
+    """Static segmentation for dynamic masking: `(document, first, stop, target)` per pair.
+
+    The sentences of each document are grouped as `instances_from_document` groups them
+    (consecutive sentences up to a random target length), once. `instance_from_chunk` then
+    makes a fresh A/B split, next-sentence choice and masks from each chunk on every pass,
+    with an rng of its own, so any instance of any pass is computed without the ones before
+    it (resume positions the stream in constant time). Unlike the offline generator, the
+    sentences after A of a random-next pair are not put back to start the next pair.
+    """
+    chunks = []
+    for index, document in enumerate(documents):
+        first, length, target = 0, 0, _target_length(config, rng)
+        for i, sentence in enumerate(document):
+            length += len(sentence)
+            if i == len(document) - 1 or length >= target:
+                chunks.append((index, first, i + 1, target))
+                first, length, target = i + 1, 0, _target_length(config, rng)
+    return chunks
+
+
+def instance_from_chunk(
+    documents: list, chunk: tuple, config: InstanceConfig, vocab: text.VocabularyInfo, rng
+) -> Instance:
+    """One pair from a `document_chunks` chunk, with the offline generator's choices."""
+    index, first, stop, target = chunk
+    document = documents[index]
+    sentences = document[first:stop]
+    a_end = int(rng.integers(1, len(sentences))) if len(sentences) > 1 else 1
+    a = np.concatenate(sentences[:a_end])
+    is_random = bool(rng.random() < 0.5)
+    if not is_random and len(sentences) == 1:  # B must be the real continuation
+        if stop < len(document):
+            sentences = [*sentences, document[stop]]
+        elif len(a) > 1:
+            cut = int(rng.integers(1, len(a)))
+            a, sentences = a[:cut], [a[:cut], a[cut:]]
+        else:
+            is_random = True
+    if is_random:
+        b = _random_segment(documents, index, target - len(a), rng)
+    else:
+        b = np.concatenate(sentences[a_end:])
+    return _make_instance(a, b, is_random, config, vocab, rng)
