@@ -63,7 +63,12 @@ class ResumeCheckpoint(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
-        if self.every_seconds is not None and _clock() - self.last_save >= self.every_seconds:
+        if self.every_seconds is None or self.model.stop_training:
+            return  # the interval's end (or the run's) writes its checkpoint anyway
+        if (
+            batch + 1 < self.params.get("steps", 0)
+            and _clock() - self.last_save >= self.every_seconds
+        ):
             self._save(logs, f"ckpt-step-{self.step}", None)
 
     def on_epoch_end(self, epoch, logs=None):
