@@ -1,0 +1,204 @@
+"""Faults during `kbz pretrain` and exact resume: timed checkpoints (`--checkpoint-every-
+minutes`) and several `kill -9` per run, at random moments and during checkpoint writes,
+with TFRecord input; the same command then ends with an uninterrupted run's weights."""
+
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from keras_bert_zoo.cli import main
+from keras_bert_zoo.presets import builtin_presets_dir
+from keras_bert_zoo.training import checkpoint_files, pretrain_runs
+
+DATA = Path(__file__).parent / "data" / "pretraining"
+
+
+def _pretrain(output, **overrides):
+    arguments = dict(
+        text_file=str(DATA / "sentences.txt"),
+        from_scratch=True,
+        num_train_steps=10,
+        batch_size=4,
+        max_seq_length=32,
+        max_predictions_per_seq=5,
+        checkpoint_every=5,
+        learning_rate=1e-3,
+        verbose=0,
+    )
+    arguments.update(overrides)
+    return pretrain_runs.run_pretrain("bert_tiny_en_uncased", str(output), **arguments)
+
+
+def _assert_same_weights(first: Path, second: Path):
+    a = load_file(first / "preset" / "model.weights.safetensors")
+    b = load_file(second / "preset" / "model.weights.safetensors")
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-6, err_msg=name)
+
+
+def _checkpoints(output: Path) -> list:
+    state = output / "checkpoints" / "state.json"
+    return json.loads(state.read_text())["checkpoints"] if state.exists() else []
+
+
+class _Kill(keras.callbacks.Callback):
+    """Stands for a crash: raises after `step` optimizer steps."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations) == self.step:
+            raise KeyboardInterrupt("killed")
+
+
+def test_a_timed_checkpoint_inside_an_interval_resumes_exactly(tmp_path, monkeypatch):
+    _pretrain(tmp_path / "straight")
+    ticks = itertools.count(0, 50)  # a fake clock: 50 s pass at every look
+    monkeypatch.setattr(checkpoint_files, "_clock", lambda: float(next(ticks)))
+    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: _Kill(step=8))
+    with pytest.raises(KeyboardInterrupt):
+        _pretrain(tmp_path / "timed", checkpoint_every_minutes=1)
+    saved = [(c["step"], c["interval"], c["weights"]) for c in _checkpoints(tmp_path / "timed")]
+    assert saved == [  # steps 2 and 4 timed, 5 the interval's end, 7 timed; 8 lost
+        (4, None, "ckpt-step-4.weights.h5"),
+        (5, 1, "ckpt-1.weights.h5"),
+        (7, None, "ckpt-step-7.weights.h5"),
+    ]
+    monkeypatch.undo()
+    _pretrain(tmp_path / "timed", checkpoint_every_minutes=1)  # resumes at step 7 exactly
+    _assert_same_weights(tmp_path / "straight", tmp_path / "timed")
+
+
+def test_checkpoint_every_minutes_must_be_positive(tmp_path, capsys):
+    with pytest.raises(ValueError, match="--checkpoint-every-minutes must be a positive"):
+        _pretrain(tmp_path / "bad", checkpoint_every_minutes=0)
+    assert not (tmp_path / "bad").exists()
+    command = ["pretrain", "--preset", "bert_tiny_en_uncased", "--output", str(tmp_path / "o")]
+    status = main([*command, "--text-file", str(DATA / "sentences.txt"),
+                   "--checkpoint-every-minutes", "-1"])  # fmt: skip
+    assert status == 2 and "--checkpoint-every-minutes must be a positive number" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def _command(records: Path, output: Path, steps: int) -> list:
+    return [
+        sys.executable,
+        "-m",
+        "keras_bert_zoo.cli",
+        "pretrain",
+        "--preset",
+        "bert_tiny_en_uncased",
+        "--from-scratch",
+        "--input-file",
+        str(records / "shard-*"),
+        "--output",
+        str(output),
+        "--num-train-steps",
+        str(steps),
+        "--checkpoint-every",
+        "4",
+        "--batch-size",
+        "4",
+        "--max-seq-length",
+        "32",
+        "--max-predictions-per-seq",
+        "5",
+        "--learning-rate",
+        "1e-3",
+        "--no-jit-compile",
+    ]
+
+
+def _wait_for(condition, process, seconds=120.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if process.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _newest_step(output: Path) -> int:
+    try:
+        return max((c["step"] for c in _checkpoints(output)), default=0)
+    except (json.JSONDecodeError, OSError):  # state.json is replaced atomically; be safe
+        return 0
+
+
+def _kill_during_a_checkpoint_write(command, output) -> int:
+    """Starts `command` with checkpoint writes held open and kills it inside the first
+    one it writes after the newest checkpoint: returns the newest intact step."""
+    before = _newest_step(output)
+    env = {**os.environ, "KBZ_TEST_PAUSE_IN_CHECKPOINT_WRITE": "30"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    staged = lambda: any((output / "checkpoints").glob(".ckpt-*.weights.h5*"))  # noqa: E731
+    assert _wait_for(staged, process), "no checkpoint write started"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert _newest_step(output) == before  # the half-written checkpoint is not in force
+    return before
+
+
+def _kill_at_a_random_moment(command, output, rng) -> int:
+    """Kills `command` at a random moment after it wrote a new checkpoint."""
+    before = _newest_step(output)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert _wait_for(lambda: _newest_step(output) > before, process), "no progress"
+    time.sleep(rng.uniform(0.0, 0.5))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return _newest_step(output)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    """Two TFRecord shards of the sample text (`kbz create-pretraining-data`)."""
+    directory = tmp_path_factory.mktemp("records")
+    flags = {
+        "--input_file": DATA / "sentences.txt",
+        "--output_file": f"{directory}/shard@2",
+        "--vocab_file": builtin_presets_dir() / "vocab" / "uncased.txt",
+        "--max_seq_length": 32,
+        "--max_predictions_per_seq": 5,
+        "--dupe_factor": 1,
+    }
+    arguments = [str(part) for pair in flags.items() for part in pair]
+    assert main(["create-pretraining-data", *arguments]) == 0
+    return directory
+
+
+def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(records, tmp_path):
+    """Four `kill -9` in one run (two inside a checkpoint write, two at seeded random
+    moments), then the same command: the weights of one uninterrupted run (1e-6)."""
+    steps, rng = 40, random.Random(17)
+    subprocess.run(_command(records, tmp_path / "straight", steps), check=True,
+                   capture_output=True)  # fmt: skip
+    output = tmp_path / "killed"
+    command = _command(records, output, steps)
+    progress = [
+        _kill_during_a_checkpoint_write(command, output),  # the very first write
+        _kill_at_a_random_moment(command, output, rng),
+        _kill_during_a_checkpoint_write(command, output),
+        _kill_at_a_random_moment(command, output, rng),
+    ]
+    assert progress[0] == 0 and 0 < progress[1] <= progress[2] < progress[3] < steps
+    assert not (output / "preset").exists()
+    subprocess.run(command, check=True, capture_output=True)
+    _assert_same_weights(tmp_path / "straight", output)
