@@ -143,17 +143,20 @@ def _newest_step(output: Path) -> int:
 
 def _kill_during_a_checkpoint_write(command, output) -> int:
     """Starts `command` with checkpoint writes held open and kills it inside the first
-    one it writes after the newest checkpoint: returns the newest intact step."""
+    one it writes after the newest checkpoint: returns the newest intact step and the
+    half-written files left behind."""
     before = _newest_step(output)
     env = {**os.environ, "KBZ_TEST_PAUSE_IN_CHECKPOINT_WRITE": "30"}
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)  # fmt: skip
-    staged = lambda: any((output / "checkpoints").glob(".ckpt-*.weights.h5*"))  # noqa: E731
+    staged = lambda: list((output / "checkpoints").glob(".ckpt-*.weights.h5*"))  # noqa: E731
     assert _wait_for(staged, process), "no checkpoint write started"
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert _newest_step(output) == before  # the half-written checkpoint is not in force
-    return before
+    left = staged()
+    assert left, "the kill did not land inside the write"
+    return before, left
 
 
 def _kill_at_a_random_moment(command, output, rng) -> int:
@@ -188,17 +191,31 @@ def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(
     """Four `kill -9` in one run (two inside a checkpoint write, two at seeded random
     moments), then the same command: the weights of one uninterrupted run (1e-6)."""
     steps, rng = 40, random.Random(17)
-    subprocess.run(_command(records, tmp_path / "straight", steps), check=True,
-                   capture_output=True)  # fmt: skip
+    pretrain_runs.run_pretrain(  # the uninterrupted run, in this process: what kbz runs
+        "bert_tiny_en_uncased",
+        str(tmp_path / "straight"),
+        input_file=str(records / "shard-*"),
+        from_scratch=True,
+        num_train_steps=steps,
+        checkpoint_every=4,
+        batch_size=4,
+        max_seq_length=32,
+        max_predictions_per_seq=5,
+        learning_rate=1e-3,
+        jit_compile=False,
+        verbose=0,
+    )
     output = tmp_path / "killed"
     command = _command(records, output, steps)
+    first, left = _kill_during_a_checkpoint_write(command, output)  # the very first write
     progress = [
-        _kill_during_a_checkpoint_write(command, output),  # the very first write
+        first,
         _kill_at_a_random_moment(command, output, rng),
-        _kill_during_a_checkpoint_write(command, output),
+        _kill_during_a_checkpoint_write(command, output)[0],
         _kill_at_a_random_moment(command, output, rng),
     ]
     assert progress[0] == 0 and 0 < progress[1] <= progress[2] < progress[3] < steps
+    assert not any(path.exists() for path in left)  # removed by the next attempt
     assert not (output / "preset").exists()
     subprocess.run(command, check=True, capture_output=True)
     _assert_same_weights(tmp_path / "straight", output)

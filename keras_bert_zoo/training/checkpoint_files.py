@@ -148,6 +148,8 @@ def restore(model: keras.Model, directory) -> int:
     steps it holds. A damaged checkpoint (truncated, corrupted, missing) is skipped with a
     warning naming the file; its steps are then trained again."""
     directory = Path(directory)
+    for stale in directory.glob(".ckpt-*"):  # a write cut short by a kill (we hold the lock)
+        stale.unlink()
     for entry in reversed(_entries(directory)):
         problem = _damage(directory, entry)
         if problem:
