@@ -17,11 +17,30 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.presets import builtin_presets_dir
 from keras_bert_zoo.training import checkpoint_files, pretrain_runs
 
 DATA = Path(__file__).parent / "data" / "pretraining"
+FINETUNE = Path(__file__).parent / "data" / "finetune"
+
+
+def kbz_build_encoder():
+    """A 1-layer random BERT on the real uncased vocabulary."""
+    return kbz.build_encoder(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=128,
+    )
+
+
+def kbz_save_preset(encoder, directory):
+    vocabulary = builtin_presets_dir() / "vocab" / "uncased.txt"
+    return kbz.save_preset(encoder, directory, vocabulary=vocabulary, lowercase=True)
 
 
 def _pretrain(output, **overrides):
@@ -219,3 +238,32 @@ def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(
     assert not (output / "preset").exists()
     subprocess.run(command, check=True, capture_output=True)
     _assert_same_weights(tmp_path / "straight", output)
+
+
+def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(tmp_path, monkeypatch):
+    from keras_bert_zoo.training import runs  # noqa: PLC0415 (only this test patches it)
+
+    keras.utils.set_random_seed(0)
+    encoder = kbz_build_encoder()
+    preset = kbz_save_preset(encoder, tmp_path / "preset")
+    train = tmp_path / "train.tsv"
+    lines = (FINETUNE / "sst2_train_head.tsv").read_text().splitlines(True)[:65]
+    train.write_text("".join(lines))  # 64 examples: 4 steps of 16 per epoch
+
+    def finetune(output, **extra):
+        return runs.run_finetune(
+            "classifier", str(preset), str(train), str(train), str(output), epochs=2,
+            batch_size=16, sequence_length=32, learning_rate=1e-3, export=False,
+            jit_compile=False, verbose=0, **extra,
+        )  # fmt: skip
+
+    finetune(tmp_path / "straight")
+    ticks = itertools.count(0, 50)
+    monkeypatch.setattr(checkpoint_files, "_clock", lambda: float(next(ticks)))
+    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=7))
+    with pytest.raises(KeyboardInterrupt):
+        finetune(tmp_path / "timed", checkpoint_every_minutes=1)
+    assert [c["step"] for c in _checkpoints(tmp_path / "timed")] == [2, 4, 6]  # 2, 6 timed
+    monkeypatch.undo()
+    finetune(tmp_path / "timed", checkpoint_every_minutes=1)  # resumes at step 6 of 8
+    _assert_same_weights(tmp_path / "straight", tmp_path / "timed")
