@@ -209,7 +209,7 @@ def records(tmp_path_factory):
 def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(records, tmp_path):
     """Four `kill -9` in one run (two inside a checkpoint write, two at seeded random
     moments), then the same command: the weights of one uninterrupted run (1e-6)."""
-    steps, rng = 40, random.Random(17)
+    steps, rng = 160, random.Random(17)  # far more than trained within a random delay
     pretrain_runs.run_pretrain(  # the uninterrupted run, in this process: what kbz runs
         "bert_tiny_en_uncased",
         str(tmp_path / "straight"),
