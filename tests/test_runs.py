@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.training import pretrain_runs
+from keras_bert_zoo.training import pretrain_runs, runs
 from keras_bert_zoo.training.rundir import RunDirectory
 
 DATA = Path(__file__).parent / "data"
@@ -464,6 +464,13 @@ def test_flags_xla_is_the_default():
     assert build_parser().parse_args(base).jit_compile is True
     assert build_parser().parse_args([*base, "--no-jit-compile"]).jit_compile is False
     assert build_parser().parse_args(base).keep_checkpoints == 3
+    for command in (
+        ["finetune", "classify", "--preset", "p", "--train", "t", "--validation", "v"],
+        ["predict", "classify", "--model", "m", "--input", "i"],
+    ):
+        command = [*command, "--output", "o"]
+        assert build_parser().parse_args(command).bucketing is True
+        assert build_parser().parse_args([*command, "--no-bucketing"]).bucketing is False
 
 
 def test_a_shorter_last_interval_trains_exactly_the_steps_of_one_straight_run(
@@ -489,8 +496,15 @@ def test_an_interval_longer_than_the_run_is_an_error_before_any_work(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.parametrize(
+    "flags, steps",
+    [
+        ([], 3),  # bucketed: of the 64 sentences, 46 fit 16 tokens (2 whole batches), 18 not (1)
+        (["--no-bucketing"], 4),  # 64 sentences padded to 32 tokens: 4 batches
+    ],
+)
 def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
-    tiny_preset, tmp_path, capsys
+    tiny_preset, tmp_path, capsys, flags, steps
 ):
     train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
     status = main(
@@ -513,11 +527,52 @@ def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
             "32",
             "--checkpoint-every",
             "100",
+            *flags,
         ]
     )
     error = capsys.readouterr().err
-    assert status == 2 and "(100 steps) is longer than the run (2 epochs of 4 steps)" in error
-    assert "--checkpoint-every 8 or less" in error and not (tmp_path / "out").exists()
+    assert (
+        status == 2 and f"(100 steps) is longer than the run (2 epochs of {steps} steps)" in error
+    )
+    assert f"--checkpoint-every {2 * steps} or less" in error and not (tmp_path / "out").exists()
+
+
+def _finetune(tiny_preset, train, output, **overrides):
+    arguments = dict(
+        epochs=2,
+        batch_size=16,
+        sequence_length=32,
+        learning_rate=1e-3,
+        checkpoint_every=3,
+        export=False,
+        verbose=0,
+    )
+    arguments.update(overrides)
+    return runs.run_finetune(
+        "classifier", str(tiny_preset), str(train), str(train), str(output), **arguments
+    )
+
+
+def test_interrupted_bucketed_finetuning_resumes_to_the_same_weights(
+    tiny_preset, tmp_path, monkeypatch
+):
+    """Bucketing (the default) batches by length from a seeded schedule; a crash in the second
+    epoch, then the same call: the final weights equal an uninterrupted run's."""
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 97)
+    _finetune(tiny_preset, train, tmp_path / "straight")
+    # 96 sentences: 67 of at most 16 tokens (4 batches of 16), 29 longer (1): 10 steps in
+    # checkpoint intervals of 3, 3, 3 and 1, each validated
+    history = json.loads((tmp_path / "straight" / "metrics.json").read_text())["history"]
+    assert [entry["epoch"] for entry in history] == [1, 2, 3, 4]
+    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=8))
+    with pytest.raises(KeyboardInterrupt):
+        _finetune(tiny_preset, train, tmp_path / "interrupted")
+    assert _checkpoints(tmp_path / "interrupted")[-1]["step"] == 6  # resumes inside epoch 2
+    monkeypatch.undo()
+    _finetune(tiny_preset, train, tmp_path / "interrupted")
+    _assert_same_weights(tmp_path / "straight", tmp_path / "interrupted")
+    settings = json.loads((tmp_path / "interrupted" / "run.json").read_text())["settings"]
+    assert settings["bucketing"] is True
 
 
 def _pretrain_command(output, steps=12):
