@@ -154,9 +154,17 @@ def _check_predict(task, run, validation, tmp_path, metrics):
         scores = kbz.metrics.squad_scores(answers, gold)
         assert scores == pytest.approx(metrics)
         nbest = json.loads((run / "nbest_predictions.json").read_text())
+        contexts = {e.qas_id: e.context for e in kbz.data.read_squad(validation)}
         for qas_id, entries in nbest.items():
             assert entries[0]["text"] == answers[qas_id]
-            assert set(entries[0]) == {"text", "probability", "start_logit", "end_logit"}
+            keys = {"text", "probability", "start_logit", "end_logit", "answer_start", "answer_end"}
+            context = contexts[qas_id]
+            for entry in entries:
+                assert set(entry) == keys
+                if entry["answer_start"] >= 0:  # character offsets of the text, end exclusive
+                    assert context[entry["answer_start"] : entry["answer_end"]] == entry["text"]
+                else:
+                    assert entry["text"] == "empty" and entry["answer_end"] == -1
             assert abs(sum(e["probability"] for e in entries) - 1) < 1e-6
 
 

@@ -131,8 +131,8 @@ def training_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool)
     def spec(array, trim):
         array = np.asarray(array)
         shape = [schedule.batch_size, *array.shape[1:]]
-        if trim and array.ndim >= 2:
-            shape[1] = None  # the bucket's length
+        if trim and array.ndim >= 2 and len(schedule.buckets) > 1:
+            shape[1] = None  # the bucket's length (one bucket: static, as --no-bucketing)
         return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
 
     signature = (
