@@ -138,6 +138,16 @@ def _check_predict(task, run, validation, tmp_path, metrics):
         accuracy = np.mean([r[1] == label for r, label in zip(rows[1:], labels, strict=True)])
         assert accuracy == pytest.approx(metrics["accuracy"])
         assert all(abs(float(r[2]) + float(r[3]) - 1) < 1e-5 for r in rows[1:])
+        fixed = tmp_path / "fixed_predictions.tsv"  # full padding: the same probabilities
+        command = ["predict", task, "--model", str(run), "--input", str(validation)]
+        assert main([*command, "--output", str(fixed), "--no-bucketing"]) == 0
+        fixed_rows = [line.split("\t") for line in fixed.read_text().splitlines()]
+        assert [r[:2] for r in fixed_rows] == [r[:2] for r in rows]
+        np.testing.assert_allclose(
+            np.array([r[2:] for r in fixed_rows[1:]], float),
+            np.array([r[2:] for r in rows[1:]], float),
+            atol=2e-6,
+        )
     elif task == "tag":
         gold = kbz.data.read_conll(validation)
         ours = [block.split("\n") for block in written.read_text().strip("\n").split("\n\n")]
@@ -545,19 +555,20 @@ def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
     assert f"--checkpoint-every {2 * steps} or less" in error and not (tmp_path / "out").exists()
 
 
-def _finetune(tiny_preset, train, output, **overrides):
-    arguments = dict(
+def _finetune(tiny_preset, train, validation, output):
+    return runs.run_finetune(
+        "classifier",
+        str(tiny_preset),
+        str(train),
+        str(validation),
+        str(output),
         epochs=2,
         batch_size=16,
         sequence_length=32,
         learning_rate=1e-3,
-        checkpoint_every=3,
+        checkpoint_every=2,
         export=False,
         verbose=0,
-    )
-    arguments.update(overrides)
-    return runs.run_finetune(
-        "classifier", str(tiny_preset), str(train), str(train), str(output), **arguments
     )
 
 
@@ -566,18 +577,19 @@ def test_interrupted_bucketed_finetuning_resumes_to_the_same_weights(
 ):
     """Bucketing (the default) batches by length from a seeded schedule; a crash in the second
     epoch, then the same call: the final weights equal an uninterrupted run's."""
-    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 97)
-    _finetune(tiny_preset, train, tmp_path / "straight")
-    # 96 sentences: 67 of at most 16 tokens (4 batches of 16), 29 longer (1): 10 steps in
-    # checkpoint intervals of 3, 3, 3 and 1, each validated
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
+    validation = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "dev.tsv", 17)
+    _finetune(tiny_preset, train, validation, tmp_path / "straight")
+    # 64 sentences: 46 of at most 16 tokens (2 batches of 16), 18 longer (1): 6 steps in
+    # checkpoint intervals of 2, each validated
     history = json.loads((tmp_path / "straight" / "metrics.json").read_text())["history"]
-    assert [entry["epoch"] for entry in history] == [1, 2, 3, 4]
-    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=8))
+    assert [entry["epoch"] for entry in history] == [1, 2, 3]
+    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=5))
     with pytest.raises(KeyboardInterrupt):
-        _finetune(tiny_preset, train, tmp_path / "interrupted")
-    assert _checkpoints(tmp_path / "interrupted")[-1]["step"] == 6  # resumes inside epoch 2
+        _finetune(tiny_preset, train, validation, tmp_path / "interrupted")
+    assert _checkpoints(tmp_path / "interrupted")[-1]["step"] == 4  # resumes inside epoch 2
     monkeypatch.undo()
-    _finetune(tiny_preset, train, tmp_path / "interrupted")
+    _finetune(tiny_preset, train, validation, tmp_path / "interrupted")
     _assert_same_weights(tmp_path / "straight", tmp_path / "interrupted")
     settings = json.loads((tmp_path / "interrupted" / "run.json").read_text())["settings"]
     assert settings["bucketing"] is True
