@@ -555,6 +555,26 @@ def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
     assert f"--checkpoint-every {2 * steps} or less" in error and not (tmp_path / "out").exists()
 
 
+def test_finetune_with_no_whole_batch_in_any_length_bucket_says_what_to_do(
+    tiny_preset, tmp_path, capsys
+):
+    # 16 sentences, a batch of 16: 13 fit 16 tokens and 3 need 32, so bucketing has no whole
+    # batch (full padding would have one)
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 17)
+    command = ["finetune", "classify", "--preset", str(tiny_preset), "--train", str(train)]
+    command += ["--validation", str(train), "--output", str(tmp_path / "out")]
+    assert main([*command, "--batch-size", "16", "--sequence-length", "32"]) == 2
+    error = capsys.readouterr().err
+    assert (
+        "gives 16 training sequences, but no length bucket ([16, 32]) holds one batch of 16"
+        in error
+    )
+    assert "lower --batch-size or pass --no-bucketing" in error
+    assert not (tmp_path / "out").exists()
+    assert main([*command, "--batch-size", "17", "--no-bucketing"]) == 2
+    assert "gives 16 training sequences, fewer than one batch of 17" in capsys.readouterr().err
+
+
 def _finetune(tiny_preset, train, validation, output):
     return runs.run_finetune(
         "classifier",
