@@ -7,6 +7,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.training import FINETUNING_TASKS, batching
@@ -166,3 +167,32 @@ def test_one_bucketed_training_step_equals_a_full_length_step(tiny_preset, task)
         np.testing.assert_allclose(ours, reference, atol=1e-5)
         changed += not np.allclose(reference, before)
     assert changed > 5  # the step did train
+
+
+def test_bucketed_batches_train_alike_on_two_mirrored_replicas(tiny_preset):
+    """The stream's batches of varying length under `MirroredStrategy` (the two logical CPUs
+    of conftest, XLA per replica) end with the weights of one device."""
+    preprocessor = kbz.BertPreprocessor.from_preset(tiny_preset, sequence_length=64)
+    job = FINETUNING_TASKS["classifier"](preprocessor)
+    dataset = job.read(TRAIN["classifier"])
+    x, y, _ = job.arrays(dataset)
+    schedule = batching.BatchSchedule(batching.real_lengths(x), 8, [16, 32, 64], seed=0)
+    stream = batching.training_stream(x, y, schedule, sequence_targets=False)
+    assert len(set(schedule.batches(0, 4)[1].tolist())) > 1  # shapes vary within the run
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    weights = []
+    for strategy in (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(devices)):
+        with strategy.scope():
+            keras.utils.set_random_seed(1)
+            model = kbz.from_preset(tiny_preset, task="classifier", num_classes=2, dropout=0.0)
+            model.compile(optimizer=keras.optimizers.SGD(0.5), loss=job.loss(dataset))
+        start = [np.asarray(w.numpy()) for w in model.weights]
+        kbz.training.StrategyTrainer(model, strategy, jit_compile=True).fit(
+            stream(0), epochs=1, steps_per_epoch=4, verbose=0
+        )
+        weights.append([np.asarray(w.numpy()) for w in model.weights])
+    changed = 0
+    for mirrored, single, before in zip(weights[1], weights[0], start, strict=True):
+        np.testing.assert_allclose(mirrored, single, atol=1e-5)
+        changed += not np.allclose(single, before)
+    assert changed > 5  # it did train
