@@ -5,6 +5,8 @@
 - `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
 - `resume`: `fit_resumable`, checkpoints at step intervals (and in time) and exact resume;
   `checkpoint_files`: the atomic checkpoint files, `state.json` and the fallback on damage;
+- `batching`: length bucketing, the seeded batch schedule of fine-tuning and trimmed
+  prediction batches;
 - `finetuning`: task data to model inputs and back to metrics, per fine-tuning task;
 - `runs` / `pretrain_runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` /
   `kbz pretrain`, in output directories held by `rundir.RunDirectory`;
