@@ -240,7 +240,10 @@ def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(
     _assert_same_weights(tmp_path / "straight", output)
 
 
-def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("bucketing", [False, True])
+def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(
+    tmp_path, monkeypatch, bucketing
+):
     from keras_bert_zoo.training import runs  # noqa: PLC0415 (only this test patches it)
 
     keras.utils.set_random_seed(0)
@@ -248,22 +251,26 @@ def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(tmp_path, 
     preset = kbz_save_preset(encoder, tmp_path / "preset")
     train = tmp_path / "train.tsv"
     lines = (FINETUNE / "sst2_train_head.tsv").read_text().splitlines(True)[:65]
-    train.write_text("".join(lines))  # 64 examples: 4 steps of 16 per epoch
+    train.write_text("".join(lines))  # 64 examples: 4 steps of 16 per epoch (fewer, bucketed)
 
     def finetune(output, **extra):
         return runs.run_finetune(
             "classifier", str(preset), str(train), str(train), str(output), epochs=2,
             batch_size=16, sequence_length=32, learning_rate=1e-3, export=False,
-            jit_compile=False, verbose=0, **extra,
+            jit_compile=False, verbose=0, bucketing=bucketing, **extra,
         )  # fmt: skip
 
     finetune(tmp_path / "straight")
     ticks = itertools.count(0, 50)
     monkeypatch.setattr(checkpoint_files, "_clock", lambda: float(next(ticks)))
-    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=7))
+    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=6 if bucketing else 7))
     with pytest.raises(KeyboardInterrupt):
         finetune(tmp_path / "timed", checkpoint_every_minutes=1)
-    assert [c["step"] for c in _checkpoints(tmp_path / "timed")] == [2, 4, 6]  # 2, 6 timed
+    saved = [(c["step"], c["interval"]) for c in _checkpoints(tmp_path / "timed")]
+    # 4 steps an epoch (3 bucketed): 2 and 6 (5) timed, 4 (3) the epoch's end; 7 (6) lost
+    assert saved == (
+        [(2, None), (3, 1), (5, None)] if bucketing else [(2, None), (4, 1), (6, None)]
+    )
     monkeypatch.undo()
-    finetune(tmp_path / "timed", checkpoint_every_minutes=1)  # resumes at step 6 of 8
+    finetune(tmp_path / "timed", checkpoint_every_minutes=1)  # resumes inside the epoch
     _assert_same_weights(tmp_path / "straight", tmp_path / "timed")
