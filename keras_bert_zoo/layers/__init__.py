@@ -5,6 +5,7 @@ from keras_bert_zoo.layers.embeddings import PositionEmbedding
 from keras_bert_zoo.layers.encoder_block import FirstToken, TransformerEncoderBlock
 from keras_bert_zoo.layers.heads import MaskedLMHead, OutputBias, SpanLogits
 from keras_bert_zoo.layers.input_checks import InputChecks
+from keras_bert_zoo.layers.pooling import SentencePooling
 
 __all__ = [
     "Dropout",
@@ -13,6 +14,7 @@ __all__ = [
     "MaskedLMHead",
     "OutputBias",
     "PositionEmbedding",
+    "SentencePooling",
     "SpanLogits",
     "TransformerEncoderBlock",
 ]
