@@ -203,3 +203,53 @@ def test_exported_embedder_serves_raw_strings_without_the_package(
     assert json.loads(ran.stdout.strip().splitlines()[-1]) == ["embeddings"]
     served = np.load(tmp_path / "out.npy")
     assert np.abs(served - reference["embeddings"]).max() < 1e-5
+
+
+# --- kbz embed ------------------------------------------------------------------------------
+
+
+def test_kbz_embed_writes_one_vector_per_line(minilm_preset, reference, provenance, tmp_path):
+    from keras_bert_zoo.cli import main
+
+    lines = provenance["sentences"]
+    assert "" in lines  # a blank line gets a vector too
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = main(
+        ["embed", "--model", str(minilm_preset), "--input", str(tmp_path / "in.txt"),
+         "--output", str(tmp_path / "out.npy"), "--batch-size", "3"]
+    )  # fmt: skip
+    assert code == 0
+    vectors = np.load(tmp_path / "out.npy")
+    assert vectors.shape == (len(lines), 384) and vectors.dtype == np.float32
+    assert np.abs(vectors - reference["embeddings"]).max() < 1e-5
+
+
+@pytest.mark.parametrize(
+    "content, output, message",
+    [
+        (None, "out.npy", "--input .* does not exist"),
+        ("", "out.npy", "--input .* is empty"),
+        ("text\n", "out.txt", "--output must be a .npy file"),
+    ],
+)
+def test_kbz_embed_bad_input_is_named(content, output, message, tmp_path, capsys):
+    from keras_bert_zoo.cli import main
+
+    if content is not None:
+        (tmp_path / "in.txt").write_text(content)
+    args = ["embed", "--model", "bert_tiny_en_uncased", "--input", str(tmp_path / "in.txt")]
+    assert main([*args, "--output", str(tmp_path / output)]) == 2
+    assert __import__("re").search(message, capsys.readouterr().err)
+    assert not (tmp_path / output).exists()
+
+
+def test_embed_texts_warns_about_truncation(caplog):
+    keras.utils.set_random_seed(0)
+    embedder = kbz.build_embedder(kbz.build_encoder(**TINY))
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+    tokenizer = kbz.BertTokenizer(vocabulary=vocabulary + [f"w{i}" for i in range(993)])
+    pre = kbz.BertPreprocessor(tokenizer, sequence_length=6)
+    with caplog.at_level("WARNING"):
+        vectors = kbz.training.embed_texts(embedder, pre, ["a b", "a b a b a b a b"], 1)
+    assert vectors.shape == (2, TINY["hidden_dim"])
+    assert "1 of 2 texts fill all 6 token positions" in caplog.text

@@ -250,6 +250,27 @@ def _add_export(subcommands) -> None:
     export.set_defaults(run=commands.run_export)
 
 
+def _add_embed(subcommands) -> None:
+    embed = subcommands.add_parser("embed", help="sentence vectors of a text file, one per line")
+    embed.add_argument(
+        "--model",
+        required=True,
+        help="preset name or directory (a converted sentence-transformers model pools as it "
+        "was trained; others: mean pooling), or a kbz finetune embed output directory",
+    )
+    embed.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
+    embed.add_argument("--output", required=True, help=".npy file: float32 [lines, hidden]")
+    embed.add_argument("--batch-size", type=int, default=64)
+    embed.add_argument(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="tokens per text (default: the run's own, else 128); longer texts are truncated "
+        "(with a warning)",
+    )
+    embed.set_defaults(run=commands.run_embed)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kbz", description="BERT for Keras 3.")
     parser.add_argument("--version", action="version", version=f"kbz {__version__}")
@@ -272,4 +293,5 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pretrain(subcommands)
     _add_predict(subcommands)
     _add_export(subcommands)
+    _add_embed(subcommands)
     return parser

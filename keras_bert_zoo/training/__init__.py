@@ -7,7 +7,8 @@
 - `finetuning`: task data to model inputs and back to metrics, per fine-tuning task;
 - `runs` / `pretrain_runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` /
   `kbz pretrain`, in output directories held by `rundir.RunDirectory`;
-- `predict`: `run_predict`, the job behind `kbz predict` (prediction files in `predictions`).
+- `predict`: `run_predict`, the job behind `kbz predict` (prediction files in `predictions`);
+- `embed`: `embed_texts` / `run_embed` (`kbz embed`), sentence vectors of an embedder.
 
 >>> optimizer = kbz.training.create_optimizer(2e-5, total_steps=1000)
 """
@@ -19,6 +20,7 @@ from keras_bert_zoo.training.distributed import (
     get_strategy,
     set_precision,
 )
+from keras_bert_zoo.training.embed import embed_texts, load_embedder, run_embed
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay, create_optimizer
 from keras_bert_zoo.training.predict import run_predict
@@ -34,8 +36,11 @@ __all__ = [
     "StrategyTrainer",
     "WarmupLinearDecay",
     "create_optimizer",
+    "embed_texts",
     "fit_resumable",
     "get_strategy",
+    "load_embedder",
+    "run_embed",
     "run_finetune",
     "run_predict",
     "run_pretrain",
