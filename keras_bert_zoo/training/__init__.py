@@ -20,7 +20,7 @@ from keras_bert_zoo.training.distributed import (
     get_strategy,
     set_precision,
 )
-from keras_bert_zoo.training.embed import embed_texts, load_embedder, run_embed
+from keras_bert_zoo.training.embed import embed_texts, load_embedder, recall_at_k, run_embed
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay, create_optimizer
 from keras_bert_zoo.training.predict import run_predict
@@ -40,6 +40,7 @@ __all__ = [
     "fit_resumable",
     "get_strategy",
     "load_embedder",
+    "recall_at_k",
     "run_embed",
     "run_finetune",
     "run_predict",
