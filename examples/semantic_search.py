@@ -63,7 +63,7 @@ def main():
     scores = kbz.training.recall_at_k(queries, index, targets)
     print(
         f"{len(paragraphs)} paragraphs, {len(questions)} questions "
-        f"(embedded in {seconds:.1f} s; random recall@1 {1 / len(paragraphs):.4f})"
+        f"(embedded in {seconds:.1f} s; by chance, top-1 hits {1 / len(paragraphs):.4f})"
     )
     print("recall@1 {recall@1:.4f}, recall@5 {recall@5:.4f}, MRR {mrr:.4f}".format(**scores))
     for i in (0, len(questions) // 2):

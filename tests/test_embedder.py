@@ -253,3 +253,96 @@ def test_embed_texts_warns_about_truncation(caplog):
         vectors = kbz.training.embed_texts(embedder, pre, ["a b", "a b a b a b a b"], 1)
     assert vectors.shape == (2, TINY["hidden_dim"])
     assert "1 of 2 texts fill all 6 token positions" in caplog.text
+
+
+# --- contrastive fine-tuning (kbz finetune embed) -----------------------------------------
+
+
+def test_in_batch_similarity_is_scaled_cosine():
+    from keras_bert_zoo.layers import InBatchSimilarity
+
+    rng = np.random.default_rng(1)
+    q, p = rng.normal(size=(4, 6)).astype("float32"), rng.normal(size=(4, 6)).astype("float32")
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    out = np.asarray(InBatchSimilarity(20.0)(q, p))
+    np.testing.assert_allclose(out, 20.0 * unit(q) @ unit(p).T, atol=1e-5)
+
+
+def test_distinct_batches_never_repeat_a_text():
+    from keras_bert_zoo.training.contrastive import distinct_batches
+
+    pairs = [(f"q{i}", f"p{i % 5}") for i in range(40)]  # 8 questions per paragraph
+    batches = distinct_batches(pairs, 4, seed=0)
+    assert batches and all(len(b) == 4 for b in batches)
+    for batch in batches:
+        positives = [pairs[i][1] for i in batch]
+        assert len(set(positives)) == 4
+    used = [i for b in batches for i in b]
+    assert len(used) == len(set(used))
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [("", "is empty"), ("query\tpositive\nonly one field\n", "pair 1: expected `query<TAB>")],
+)
+def test_bad_pairs_files_are_named(content, message, tmp_path):
+    from keras_bert_zoo.training.contrastive import read_pairs
+
+    (tmp_path / "p.tsv").write_text(content)
+    with pytest.raises(ValueError, match=message):
+        read_pairs(tmp_path / "p.tsv", "--train")
+
+
+SQUAD_SUBSET = Path(__file__).parent / "data" / "squad_v1.1_dev_subset.json"
+
+
+def _squad_pairs(path):
+    rows = ["query\tpositive"]
+    for article in json.loads(path.read_text())["data"]:
+        for paragraph in article["paragraphs"]:
+            context = " ".join(paragraph["context"].split())
+            rows += [" ".join(qa["question"].split()) + "\t" + context for qa in paragraph["qas"]]
+    return rows
+
+
+def _tiny_preset(directory, texts):
+    """A TINY-architecture preset whose vocabulary holds the words of `texts`."""
+    import collections
+    import re
+
+    counts = collections.Counter(re.findall(r"\w+|[^\w\s]", " ".join(texts).lower()))
+    words = [w for w, _ in counts.most_common(TINY["vocabulary_size"] - 5)]
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    vocabulary += [f"[unused{i}]" for i in range(TINY["vocabulary_size"] - len(vocabulary))]
+    keras.utils.set_random_seed(0)
+    kbz.save_preset(kbz.build_encoder(**TINY), directory, vocabulary=vocabulary, lowercase=True)
+    return directory
+
+
+def test_finetune_embed_improves_retrieval_of_its_pairs(tmp_path, capsys):
+    from keras_bert_zoo.cli import main
+
+    rows = _squad_pairs(SQUAD_SUBSET)  # 115 SQuAD questions of 24 paragraphs
+    (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n")
+    preset = _tiny_preset(tmp_path / "tiny", rows[1:])
+    run = ["finetune", "embed", "--preset", str(preset), "--train", str(tmp_path / "pairs.tsv"),
+           "--validation", str(tmp_path / "pairs.tsv"), "--output", str(tmp_path / "run"),
+           "--batch-size", "8", "--epochs", "4", "--learning-rate", "1e-3",
+           "--sequence-length", "64"]  # fmt: skip
+    assert main(run) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["train_pairs"] == 115 and 4 * 12 <= metrics["steps"] <= 4 * 14
+    before, after = metrics["before"], metrics["after"]
+    # training on these very pairs must rank their paragraphs higher than random weights did
+    assert after["mrr"] > before["mrr"] + 0.1, metrics
+    assert after["recall@5"] >= before["recall@5"], metrics
+    assert (tmp_path / "run" / "export" / "1" / "saved_model.pb").is_file()
+    capsys.readouterr()
+    assert main(run) == 0  # the same command again: the finished run's metrics
+    printed = capsys.readouterr().out
+    assert json.loads(printed[: printed.rindex("}") + 1]) == metrics
+    # kbz embed reads the run directory: its preset and sequence length
+    (tmp_path / "q.txt").write_text("\n".join(r.split("\t")[0] for r in rows[1:4]) + "\n")
+    embed = ["embed", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "q.txt")]
+    assert main([*embed, "--output", str(tmp_path / "q.npy")]) == 0
+    assert np.load(tmp_path / "q.npy").shape == (3, TINY["hidden_dim"])

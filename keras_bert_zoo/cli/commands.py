@@ -247,19 +247,3 @@ def run_predict(args) -> int:
     if result["metrics"]:
         print(json.dumps(result["metrics"], indent=2, sort_keys=True))
     return 0
-
-
-def run_embed(args) -> int:
-    result = _load("training.embed").run_embed(
-        args.model,
-        args.input,
-        args.output,
-        batch_size=args.batch_size,
-        sequence_length=args.sequence_length,
-    )
-    rows, width = result["shape"]
-    print(
-        f"Wrote {result['file']}: {rows} vectors of {width} floats ({result['pooling']} pooling"
-        f"{', L2-normalised' if result['normalize'] else ''}), one per input line."
-    )
-    return 0

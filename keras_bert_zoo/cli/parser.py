@@ -8,7 +8,7 @@ import argparse
 
 from keras_bert_zoo import __version__
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
-from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli import commands, embed_commands
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
 
 
@@ -91,10 +91,16 @@ def _add_training_arguments(parser, learning_rate: float, batch_size: int) -> No
 
 
 def _add_finetune(subcommands) -> None:
-    finetune = subcommands.add_parser("finetune", help="fine-tune a classifier, tagger or QA model")
-    finetune.add_argument("task", choices=sorted(FINETUNE_TASKS))
+    finetune = subcommands.add_parser(
+        "finetune", help="fine-tune a classifier, tagger, QA model or sentence embedder"
+    )
+    finetune.add_argument("task", choices=sorted([*FINETUNE_TASKS, "embed"]))
     finetune.add_argument("--preset", required=True, help="preset name or directory")
-    finetune.add_argument("--train", required=True, help="GLUE TSV, CoNLL or SQuAD JSON file")
+    finetune.add_argument(
+        "--train",
+        required=True,
+        help="GLUE TSV, CoNLL or SQuAD JSON file; embed: query<TAB>positive pairs",
+    )
     finetune.add_argument("--validation", required=True, help="file of the same format")
     finetune.add_argument("--epochs", type=int, default=3)
     finetune.add_argument("--sequence-length", type=int, default=128)
@@ -115,7 +121,10 @@ def _add_finetune(subcommands) -> None:
     finetune.add_argument("--regression", action="store_true", help="classify: float labels")
     finetune.add_argument("--doc-stride", type=int, default=128, help="qa: window stride")
     finetune.add_argument("--max-query-length", type=int, default=64, help="qa")
-    finetune.set_defaults(run=commands.run_finetune)
+    finetune.add_argument(
+        "--scale", type=float, default=20.0, help="embed: cosine scale of the in-batch loss"
+    )
+    finetune.set_defaults(run=embed_commands.run_finetune)
 
 
 def _add_pretrain(subcommands) -> None:
@@ -252,23 +261,14 @@ def _add_export(subcommands) -> None:
 
 def _add_embed(subcommands) -> None:
     embed = subcommands.add_parser("embed", help="sentence vectors of a text file, one per line")
-    embed.add_argument(
-        "--model",
-        required=True,
-        help="preset name or directory (a converted sentence-transformers model pools as it "
-        "was trained; others: mean pooling), or a kbz finetune embed output directory",
-    )
+    embed.add_argument("--model", required=True, help="preset or kbz finetune embed output")
     embed.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
     embed.add_argument("--output", required=True, help=".npy file: float32 [lines, hidden]")
     embed.add_argument("--batch-size", type=int, default=64)
     embed.add_argument(
-        "--sequence-length",
-        type=int,
-        default=None,
-        help="tokens per text (default: the run's own, else 128); longer texts are truncated "
-        "(with a warning)",
+        "--sequence-length", type=int, help="tokens per text (default: the run's, else 128)"
     )
-    embed.set_defaults(run=commands.run_embed)
+    embed.set_defaults(run=embed_commands.run_embed)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,3 +76,36 @@ class SentencePooling(keras.layers.Layer):
         config = super().get_config()
         config.update(pooling=self.pooling, normalize=self.normalize)
         return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class InBatchSimilarity(keras.layers.Layer):
+    """`scale * cos(query_i, positive_j)` for every pair of a batch: `[batch, batch]` logits.
+
+    With labels `i` for row `i`, softmax cross-entropy on these logits is the in-batch
+    negatives loss (sentence-transformers' MultipleNegativesRankingLoss, scale 20): each
+    query's own positive against every other query's positive.
+    """
+
+    def __init__(self, scale: float = 20.0, **kwargs):
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
+            raise ValueError(f"`scale` must be a positive number. Received: scale={scale!r}")
+        self.scale = float(scale)
+
+    def call(self, queries, positives):
+        def unit(x):
+            x = ops.cast(x, "float32")
+            norm = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
+            return x / ops.maximum(norm, NORM_EPSILON)
+
+        return self.scale * ops.matmul(unit(queries), ops.transpose(unit(positives)))
+
+    def compute_output_shape(self, queries_shape, positives_shape):
+        return (queries_shape[0], positives_shape[0])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(scale=self.scale)
+        return config

@@ -8,11 +8,13 @@
 - `runs` / `pretrain_runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` /
   `kbz pretrain`, in output directories held by `rundir.RunDirectory`;
 - `predict`: `run_predict`, the job behind `kbz predict` (prediction files in `predictions`);
-- `embed`: `embed_texts` / `run_embed` (`kbz embed`), sentence vectors of an embedder.
+- `embed`: `embed_texts` / `run_embed` (`kbz embed`), sentence vectors of an embedder;
+  `contrastive`: `run_finetune_embed` (`kbz finetune embed`), in-batch negatives training.
 
 >>> optimizer = kbz.training.create_optimizer(2e-5, total_steps=1000)
 """
 
+from keras_bert_zoo.training.contrastive import run_finetune_embed
 from keras_bert_zoo.training.distributed import (
     PRECISIONS,
     STRATEGIES,
@@ -43,6 +45,7 @@ __all__ = [
     "recall_at_k",
     "run_embed",
     "run_finetune",
+    "run_finetune_embed",
     "run_predict",
     "run_pretrain",
     "set_precision",
