@@ -346,3 +346,60 @@ def test_finetune_embed_improves_retrieval_of_its_pairs(tmp_path, capsys):
     embed = ["embed", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "q.txt")]
     assert main([*embed, "--output", str(tmp_path / "q.npy")]) == 0
     assert np.load(tmp_path / "q.npy").shape == (3, TINY["hidden_dim"])
+
+
+# --- sentence-transformers pipelines, overrides, XLA -------------------------------------
+
+
+def _st_directory(tmp_path, modules, pooling):
+    (tmp_path / "1_Pooling").mkdir(parents=True)
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    return tmp_path
+
+
+ST = "sentence_transformers.models."
+TRANSFORMER = {"idx": 0, "name": "0", "path": "", "type": ST + "Transformer"}
+POOLING = {"idx": 1, "name": "1", "path": "1_Pooling", "type": ST + "Pooling"}
+NORMALIZE = {"idx": 2, "name": "2", "path": "2_Normalize", "type": ST + "Normalize"}
+DENSE = {"idx": 2, "name": "2", "path": "2_Dense", "type": ST + "Dense"}
+
+
+@pytest.mark.parametrize(
+    "modules, pooling, expected",
+    [
+        ([TRANSFORMER, POOLING], {"pooling_mode_cls_token": True}, {"pooling": "cls"}),
+        ([TRANSFORMER, POOLING, NORMALIZE], {"pooling_mode": "max"}, {"pooling": "max"}),
+        ([TRANSFORMER, POOLING, DENSE], {"pooling_mode_mean_tokens": True}, None),
+        ([TRANSFORMER, POOLING], {"pooling_mode_mean_sqrt_len_tokens": True}, None),
+        (
+            [TRANSFORMER, POOLING],
+            {"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True},
+            None,
+        ),
+    ],
+)
+def test_sentence_transformers_pooling_is_read_or_refused(modules, pooling, expected, tmp_path):
+    from keras_bert_zoo.checkpoints.sentence_transformers import (
+        read_sentence_transformers_pooling,
+    )
+
+    found = read_sentence_transformers_pooling(_st_directory(tmp_path, modules, pooling))
+    if expected is None:
+        assert found is None  # a pipeline we do not reproduce: no embedder block, a warning
+    else:
+        assert found == {**expected, "normalize": NORMALIZE in modules}
+
+
+def test_task_arguments_override_the_presets_pooling(minilm_preset):
+    model = kbz.from_preset(str(minilm_preset), task="embedder", pooling="cls", normalize=False)
+    assert model.task_config == {"pooling": "cls", "normalize": False}
+
+
+def test_embedder_jit_compiled_equals_eager():
+    keras.utils.set_random_seed(0)
+    model = kbz.build_embedder(kbz.build_encoder(**TINY))
+    inputs = random_inputs(batch=4, length=16, lengths=[16, 9, 2, 5])
+    eager = np.asarray(model(inputs))
+    model.compile(jit_compile=True)
+    np.testing.assert_allclose(model.predict(inputs, verbose=0), eager, atol=1e-5)
