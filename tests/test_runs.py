@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.training import pretrain_runs
+from keras_bert_zoo.training import pretrain_runs, runs
 from keras_bert_zoo.training.rundir import RunDirectory
 
 DATA = Path(__file__).parent / "data"
@@ -138,6 +138,16 @@ def _check_predict(task, run, validation, tmp_path, metrics):
         accuracy = np.mean([r[1] == label for r, label in zip(rows[1:], labels, strict=True)])
         assert accuracy == pytest.approx(metrics["accuracy"])
         assert all(abs(float(r[2]) + float(r[3]) - 1) < 1e-5 for r in rows[1:])
+        fixed = tmp_path / "fixed_predictions.tsv"  # full padding: the same probabilities
+        command = ["predict", task, "--model", str(run), "--input", str(validation)]
+        assert main([*command, "--output", str(fixed), "--no-bucketing"]) == 0
+        fixed_rows = [line.split("\t") for line in fixed.read_text().splitlines()]
+        assert [r[:2] for r in fixed_rows] == [r[:2] for r in rows]
+        np.testing.assert_allclose(
+            np.array([r[2:] for r in fixed_rows[1:]], float),
+            np.array([r[2:] for r in rows[1:]], float),
+            atol=2e-6,
+        )
     elif task == "tag":
         gold = kbz.data.read_conll(validation)
         ours = [block.split("\n") for block in written.read_text().strip("\n").split("\n\n")]
@@ -154,9 +164,17 @@ def _check_predict(task, run, validation, tmp_path, metrics):
         scores = kbz.metrics.squad_scores(answers, gold)
         assert scores == pytest.approx(metrics)
         nbest = json.loads((run / "nbest_predictions.json").read_text())
+        contexts = {e.qas_id: e.context for e in kbz.data.read_squad(validation)}
         for qas_id, entries in nbest.items():
             assert entries[0]["text"] == answers[qas_id]
-            assert set(entries[0]) == {"text", "probability", "start_logit", "end_logit"}
+            keys = {"text", "probability", "start_logit", "end_logit", "answer_start", "answer_end"}
+            context = contexts[qas_id]
+            for entry in entries:
+                assert set(entry) == keys
+                if entry["answer_start"] >= 0:  # character offsets of the text, end exclusive
+                    assert context[entry["answer_start"] : entry["answer_end"]] == entry["text"]
+                else:
+                    assert entry["text"] == "empty" and entry["answer_end"] == -1
             assert abs(sum(e["probability"] for e in entries) - 1) < 1e-6
 
 
@@ -464,6 +482,13 @@ def test_flags_xla_is_the_default():
     assert build_parser().parse_args(base).jit_compile is True
     assert build_parser().parse_args([*base, "--no-jit-compile"]).jit_compile is False
     assert build_parser().parse_args(base).keep_checkpoints == 3
+    for command in (
+        ["finetune", "classify", "--preset", "p", "--train", "t", "--validation", "v"],
+        ["predict", "classify", "--model", "m", "--input", "i"],
+    ):
+        command = [*command, "--output", "o"]
+        assert build_parser().parse_args(command).bucketing is True
+        assert build_parser().parse_args([*command, "--no-bucketing"]).bucketing is False
 
 
 def test_a_shorter_last_interval_trains_exactly_the_steps_of_one_straight_run(
@@ -489,8 +514,15 @@ def test_an_interval_longer_than_the_run_is_an_error_before_any_work(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.parametrize(
+    "flags, steps",
+    [
+        ([], 3),  # bucketed: of the 64 sentences, 46 fit 16 tokens (2 whole batches), 18 not (1)
+        (["--no-bucketing"], 4),  # 64 sentences padded to 32 tokens: 4 batches
+    ],
+)
 def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
-    tiny_preset, tmp_path, capsys
+    tiny_preset, tmp_path, capsys, flags, steps
 ):
     train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
     status = main(
@@ -513,11 +545,74 @@ def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
             "32",
             "--checkpoint-every",
             "100",
+            *flags,
         ]
     )
     error = capsys.readouterr().err
-    assert status == 2 and "(100 steps) is longer than the run (2 epochs of 4 steps)" in error
-    assert "--checkpoint-every 8 or less" in error and not (tmp_path / "out").exists()
+    assert (
+        status == 2 and f"(100 steps) is longer than the run (2 epochs of {steps} steps)" in error
+    )
+    assert f"--checkpoint-every {2 * steps} or less" in error and not (tmp_path / "out").exists()
+
+
+def test_finetune_with_no_whole_batch_in_any_length_bucket_says_what_to_do(
+    tiny_preset, tmp_path, capsys
+):
+    # 16 sentences, a batch of 16: 13 fit 16 tokens and 3 need 32, so bucketing has no whole
+    # batch (full padding would have one)
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 17)
+    command = ["finetune", "classify", "--preset", str(tiny_preset), "--train", str(train)]
+    command += ["--validation", str(train), "--output", str(tmp_path / "out")]
+    assert main([*command, "--batch-size", "16", "--sequence-length", "32"]) == 2
+    error = capsys.readouterr().err
+    assert (
+        "gives 16 training sequences, but no length bucket ([16, 32]) holds one batch of 16"
+        in error
+    )
+    assert "lower --batch-size or pass --no-bucketing" in error
+    assert not (tmp_path / "out").exists()
+    assert main([*command, "--batch-size", "17", "--no-bucketing"]) == 2
+    assert "gives 16 training sequences, fewer than one batch of 17" in capsys.readouterr().err
+
+
+def _finetune(tiny_preset, train, validation, output):
+    return runs.run_finetune(
+        "classifier",
+        str(tiny_preset),
+        str(train),
+        str(validation),
+        str(output),
+        epochs=2,
+        batch_size=16,
+        sequence_length=32,
+        learning_rate=1e-3,
+        checkpoint_every=2,
+        export=False,
+        verbose=0,
+    )
+
+
+def test_interrupted_bucketed_finetuning_resumes_to_the_same_weights(
+    tiny_preset, tmp_path, monkeypatch
+):
+    """Bucketing (the default) batches by length from a seeded schedule; a crash in the second
+    epoch, then the same call: the final weights equal an uninterrupted run's."""
+    train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
+    validation = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "dev.tsv", 17)
+    _finetune(tiny_preset, train, validation, tmp_path / "straight")
+    # 64 sentences: 46 of at most 16 tokens (2 batches of 16), 18 longer (1): 6 steps in
+    # checkpoint intervals of 2, each validated
+    history = json.loads((tmp_path / "straight" / "metrics.json").read_text())["history"]
+    assert [entry["epoch"] for entry in history] == [1, 2, 3]
+    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=5))
+    with pytest.raises(KeyboardInterrupt):
+        _finetune(tiny_preset, train, validation, tmp_path / "interrupted")
+    assert _checkpoints(tmp_path / "interrupted")[-1]["step"] == 4  # resumes inside epoch 2
+    monkeypatch.undo()
+    _finetune(tiny_preset, train, validation, tmp_path / "interrupted")
+    _assert_same_weights(tmp_path / "straight", tmp_path / "interrupted")
+    settings = json.loads((tmp_path / "interrupted" / "run.json").read_text())["settings"]
+    assert settings["bucketing"] is True
 
 
 def _pretrain_command(output, steps=12):

@@ -100,6 +100,7 @@ def run_finetune(args) -> int:
         overwrite=args.overwrite,
         export=not args.no_export,
         keep=args.keep,
+        bucketing=args.bucketing,
         **options,
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
@@ -241,6 +242,7 @@ def run_predict(args) -> int:
         batch_size=args.batch_size,
         sequence_length=args.sequence_length,
         jit_compile=args.jit_compile,
+        bucketing=args.bucketing,
         **options,
     )
     print(f"Wrote {', '.join(result['files'])}")

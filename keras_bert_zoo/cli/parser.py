@@ -107,6 +107,13 @@ def _add_finetune(subcommands) -> None:
     _add_training_arguments(finetune, learning_rate=2e-5, batch_size=32)
     finetune.add_argument("--no-export", action="store_true", help="skip the SavedModel")
     finetune.add_argument(
+        "--bucketing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
+        "--no-bucketing pads every batch to --sequence-length)",
+    )
+    finetune.add_argument(
         "--keep",
         choices=["best", "last"],
         default="best",
@@ -228,6 +235,13 @@ def _add_predict(subcommands) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="run the model with XLA (default: on)",
+    )
+    predict.add_argument(
+        "--bucketing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
+        "--no-bucketing pads every batch to --sequence-length)",
     )
     predict.add_argument("--text-columns", default=None, help="classify: default the run's")
     predict.add_argument("--label-column", default=None, help="classify: default the run's")

@@ -105,9 +105,12 @@ def nbest_predictions(
     n_best_size: int = 20,
     max_answer_length: int = 30,
 ) -> dict[str, list[dict]]:
-    """`{question_id: [{"text", "probability", "start_logit", "end_logit"}, ...]}`, best
-    first, at most `n_best_size` distinct texts: `nbest_predictions.json` of `run_squad.py`
-    (an "empty" entry with probability 1 when no span is valid, as there)."""
+    """`{question_id: [{"text", "probability", "start_logit", "end_logit", "answer_start",
+    "answer_end"}, ...]}`, best first, at most `n_best_size` distinct texts:
+    `nbest_predictions.json` of `run_squad.py` (an "empty" entry with probability 1 when no
+    span is valid, as there), plus the character offsets of each text in the context (end
+    exclusive, `context[answer_start:answer_end] == text`; -1 for "empty"), as the exported
+    SavedModel's `answer_start` / `answer_end`."""
     nbest = {}
     for example, found, _ in _per_question(
         examples, features, start_logits, end_logits, n_best_size, max_answer_length
@@ -118,21 +121,33 @@ def nbest_predictions(
             if text in seen:
                 continue
             seen.add(text)
-            entries.append({"text": text, "start_logit": start_logit, "end_logit": end_logit})
+            entries.append(
+                {
+                    "text": text,
+                    "start_logit": start_logit,
+                    "end_logit": end_logit,
+                    "answer_start": begin,
+                    "answer_end": end,
+                }
+            )
             if len(entries) == n_best_size:
                 break
         if not entries:
-            entries = [{"text": "empty", "start_logit": 0.0, "end_logit": 0.0}]
+            entries = [
+                {
+                    "text": "empty",
+                    "start_logit": 0.0,
+                    "end_logit": 0.0,
+                    "answer_start": -1,
+                    "answer_end": -1,
+                }
+            ]
         scores = np.array([e["start_logit"] + e["end_logit"] for e in entries])
         probabilities = np.exp(scores - scores.max())
         probabilities /= probabilities.sum()
         nbest[example.qas_id] = [
-            {
-                "text": e["text"],
-                "probability": float(p),
-                "start_logit": e["start_logit"],
-                "end_logit": e["end_logit"],
-            }
+            {"text": e["text"], "probability": float(p)}
+            | {k: v for k, v in e.items() if k != "text"}
             for e, p in zip(entries, probabilities, strict=True)
         ]
     return nbest

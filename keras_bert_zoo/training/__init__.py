@@ -4,6 +4,8 @@
   `WarmupLinearDecay`;
 - `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
 - `resume`: `fit_resumable`, atomic checkpoints at step intervals and exact resume;
+- `batching`: length bucketing, the seeded batch schedule of fine-tuning and trimmed
+  prediction batches;
 - `finetuning`: task data to model inputs and back to metrics, per fine-tuning task;
 - `runs` / `pretrain_runs`: `run_finetune` / `run_pretrain`, the jobs behind `kbz finetune` /
   `kbz pretrain`, in output directories held by `rundir.RunDirectory`;

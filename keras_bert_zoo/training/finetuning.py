@@ -4,7 +4,8 @@ Each `*Task` object turns reader output (`keras_bert_zoo.data`) into arrays the 
 takes (`arrays`), model outputs into predictions (`predict`), predictions into the task's
 metrics (`metrics`, `keras_bert_zoo.metrics`) and prediction files (`write_predictions`). The
 tokenizer runs in batches over all texts (or unique words) at once, never once per string.
-`run_finetune` (behind `kbz finetune`) trains with plain `model.fit`.
+`run_finetune` (behind `kbz finetune`) trains with plain `model.fit`; `sequence_outputs` tells
+length bucketing (`training.batching`) whether outputs have a sequence axis to trim.
 """
 
 import dataclasses
@@ -55,6 +56,7 @@ class ClassificationTask:
     text_columns: tuple = ("sentence",)
     label_column: str = "label"
     regression: bool = False
+    sequence_outputs = False  # one output per example (no sequence axis to trim)
 
     def read(self, path, label_names=None, labels_optional=False):
         """The TSV's examples; with `labels_optional`, a file without the label column (text
@@ -128,6 +130,7 @@ class TaggingTask:
     """CoNLL token tagging; labels on the first sub-word of each word."""
 
     preprocessor: object
+    sequence_outputs = True  # labels and logits per token: trimmed with the batch
 
     def read(self, path, label_names=None, labels_optional=False):
         return data.read_conll(path, tag_names=label_names)
@@ -187,6 +190,7 @@ class QuestionAnsweringTask:
     max_query_length: int = 64
     n_best_size: int = 20
     max_answer_length: int = 30
+    sequence_outputs = True  # start/end logits per token (targets are positions)
 
     def read(self, path, label_names=None, labels_optional=False):
         return data.read_squad(path)

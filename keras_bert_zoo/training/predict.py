@@ -12,6 +12,7 @@ from pathlib import Path
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.training import batching
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.rundir import MANIFEST
 
@@ -46,6 +47,7 @@ def run_predict(
     batch_size: int = 64,
     sequence_length: int | None = None,
     jit_compile: bool = True,
+    bucketing: bool = True,
     **options,
 ) -> dict:
     """Predicts `input` with the fine-tuned `model`; writes the prediction file(s) at `output`.
@@ -58,6 +60,8 @@ def run_predict(
             `nbest_predictions.json` beside it).
         options: task reading options (`text_columns`, `doc_stride`, ...) and for QA
             `n_best_size`, `max_answer_length`; a run's own settings are the defaults.
+        bucketing: batches of similar length, trimmed to a few static lengths (the same
+            predictions for real tokens, faster); False pads every batch to the full length.
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 
@@ -85,7 +89,8 @@ def run_predict(
     x, _, extra = job.arrays(dataset)
     network = from_preset(preset, task=task)
     network.compile(jit_compile=jit_compile)
-    outputs = network.predict(x, batch_size=batch_size, verbose=0)
+    buckets = batching.bucket_lengths(length, bucketing)
+    outputs = batching.predict(network, x, batch_size, buckets, job.sequence_outputs)
     predictions = job.predict(dataset, outputs, extra)
     files = job.write_predictions(dataset, predictions, output)
     return {"files": [str(f) for f in files], "metrics": job.metrics(dataset, predictions)}

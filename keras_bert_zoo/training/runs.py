@@ -3,10 +3,10 @@
 Flags are checked before any work and before the output directory is created; the output
 directory is held by `rundir.RunDirectory` (one writer, resumed only by the same run).
 
-Both build the model inside the strategy scope, train with `model.fit` (static shapes:
-`drop_remainder=True`) through `checkpointing.fit_resumable`, so re-running the same command
-resumes exactly and a NaN/Inf loss stops with a clear error, and write their results
-atomically into the output directory.
+It builds the model inside the strategy scope, trains with `model.fit` (a few static shapes:
+whole batches trimmed to their length bucket, `training.batching`) through
+`resume.fit_resumable`, so re-running the same command resumes exactly and a NaN/Inf loss
+stops with a clear error, and writes its results atomically into the output directory.
 """
 
 import json
@@ -14,7 +14,6 @@ import logging
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 
 from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.export.saved_model import export_saved_model
@@ -23,6 +22,7 @@ from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.training import batching
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.optimizers import create_optimizer
@@ -105,6 +105,7 @@ def run_finetune(
     keep_checkpoints: int = 3,
     export: bool = True,
     keep: str = "best",
+    bucketing: bool = True,
     overwrite: bool = False,
     verbose: int = 1,
     **task_options,
@@ -117,6 +118,9 @@ def run_finetune(
     The validation set is evaluated after every checkpoint interval (an epoch by default;
     progress output, TensorBoard and `metrics.json`'s `history`), and the weights of the best
     one are kept (`keep="last"`: the final ones) for what follows.
+    With `bucketing` (the default), batches group examples of similar length and are trimmed
+    to a few static lengths (`training.batching`); `bucketing=False` pads every batch to
+    `sequence_length`. Whole batches only, per bucket, in an order fixed by `seed`.
     Writes `model.keras` (no optimizer state), `metrics.json`, the validation predictions
     (`predictions.tsv` / `.conll` / `.json`, as `kbz predict`), `preset/` and (with `export`)
     `export/1`. Returns the validation metrics; the same call again on a finished run
@@ -146,11 +150,19 @@ def run_finetune(
     train_data = job.read(train)
     validation_data = job.read(validation, label_names=job.label_names(train_data))
     x, y, _ = job.arrays(train_data)
-    steps_per_epoch = len(x["token_ids"]) // batch_size
-    if steps_per_epoch < 1:
+    buckets = batching.bucket_lengths(sequence_length, bucketing)
+    schedule = batching.BatchSchedule(batching.real_lengths(x), batch_size, buckets, seed)
+    steps_per_epoch = schedule.steps_per_epoch
+    if len(x["token_ids"]) < batch_size:
         raise ValueError(
             f"{train} gives {len(x['token_ids'])} training sequences, fewer than "
             f"one batch of {batch_size}; lower --batch-size."
+        )
+    if steps_per_epoch < 1:
+        raise ValueError(
+            f"{train} gives {len(x['token_ids'])} training sequences, but no length bucket "
+            f"({buckets}) holds one batch of {batch_size}; lower --batch-size or pass "
+            "--no-bucketing."
         )
     total = epochs * steps_per_epoch
     interval = checkpoint_every or steps_per_epoch
@@ -167,17 +179,14 @@ def run_finetune(
                 learning_rate, total, warmup_fraction, loss_scale=mixed_precision == "mixed_float16"
             )
             model.compile(optimizer=optimizer, loss=job.loss(train_data), jit_compile=jit_compile)
-        dataset = (
-            tf.data.Dataset.from_tensor_slices((x, y))
-            .shuffle(len(x["token_ids"]), seed=seed, reshuffle_each_iteration=True)
-            .repeat()
-            .batch(batch_size, drop_remainder=True)
-            .prefetch(tf.data.AUTOTUNE)
-        )
+        dataset = batching.training_stream(x, y, schedule, job.sequence_outputs)
         x_val, _, extra_val = job.arrays(validation_data)
 
+        def predict(network):
+            return batching.predict(network, x_val, batch_size, buckets, job.sequence_outputs)
+
         def validate(network, warn=False):
-            outputs = network.predict(x_val, batch_size=batch_size, verbose=0)
+            outputs = predict(network)
             return job.evaluate(validation_data, outputs, extra_val, warn=warn)
 
         validation = ValidationCallback(validate, output / "checkpoints")
@@ -194,7 +203,7 @@ def run_finetune(
             keep_checkpoints=keep_checkpoints,
         )
         kept = validation.restore_best() if keep == "best" else validation.history[-1]
-        outputs = model.predict(x_val, batch_size=batch_size, verbose=0)
+        outputs = predict(model)
         predictions = job.predict(validation_data, outputs, extra_val)
         job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
         results = job.metrics(validation_data, predictions)

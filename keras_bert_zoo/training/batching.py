@@ -1,0 +1,196 @@
+"""Length bucketing: batches of similar real length, trimmed to a few static lengths.
+
+Every fine-tuning sequence is padded to `--sequence-length`, but most are far shorter (SST-2
+sentences average about 10 words), so full-length batches mostly multiply padding. Here each
+example falls in the bucket of its real length (`padding_mask` sum): powers of two from 16
+up to the sequence length, which is always the last bucket. A batch holds examples of one
+bucket and is trimmed to that bucket's length, so XLA compiles one program per bucket.
+Results for real tokens equal full padding (the encoder's padding invariance).
+
+- Training: `BatchSchedule` computes the batches in numpy from the seed. Per epoch a seeded
+  permutation, examples grouped by bucket in that order, whole batches within each bucket
+  (the remainder of each bucket is dropped for that epoch), and the order of the batches
+  shuffled, so batch k of the run is a pure function of (seed, k) and `training_stream`
+  starts at any step without replaying earlier ones (constant-time exact resume).
+- Evaluation and prediction (`predict`): examples sorted by length, consecutive batches
+  trimmed to the bucket of their longest example, outputs put back in the original order and
+  (for per-token outputs) padded back to the full length with the lowest float, which the
+  tagging and SQuAD post-processing never select (`word_index` / `token_offsets` are -1
+  there). Nothing is dropped.
+
+Unlike Hugging Face's per-batch dynamic padding, the lengths are a fixed few, so the number
+of XLA compilations stays small; keras-hub pads every batch to the full length.
+
+>>> schedule = kbz.training.batching.BatchSchedule(lengths, 32, bucket_lengths(128), seed=0)
+>>> indices, lengths = schedule.batches(0, schedule.steps_per_epoch)
+"""
+
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+SMALLEST_BUCKET = 16
+
+
+def bucket_lengths(sequence_length: int, bucketing: bool = True) -> list[int]:
+    """Powers of two from 16 below `sequence_length`, then `sequence_length` itself.
+
+    >>> bucket_lengths(128)
+    [16, 32, 64, 128]
+    >>> bucket_lengths(100), bucket_lengths(128, bucketing=False)
+    ([16, 32, 64, 100], [128])
+    """
+    lengths, length = [], SMALLEST_BUCKET
+    while bucketing and length < sequence_length:
+        lengths.append(length)
+        length *= 2
+    return lengths + [sequence_length]
+
+
+def real_lengths(x: dict) -> np.ndarray:
+    """Real tokens of each sequence (padding comes last): the `padding_mask` row sums."""
+    return np.asarray(x["padding_mask"]).astype(bool).sum(-1)
+
+
+def bucket_ids(lengths: np.ndarray, buckets) -> np.ndarray:
+    """Index of the shortest bucket that holds each length."""
+    lengths = np.asarray(lengths)
+    if lengths.size and lengths.max() > buckets[-1]:
+        raise ValueError(f"A sequence of {lengths.max()} tokens exceeds the last bucket.")
+    return np.searchsorted(np.asarray(buckets), lengths, side="left")
+
+
+class BatchSchedule:
+    """The training batches of every epoch, reproducible from `seed`.
+
+    Args:
+        lengths: the real length of each training example.
+        batch_size: examples per batch (whole batches only, per bucket).
+        buckets: ascending bucket lengths (`bucket_lengths`).
+        seed: the run's seed; epoch `e` uses `numpy.random.default_rng([seed, e])`.
+
+    `steps_per_epoch` is the same every epoch (bucket sizes do not depend on the order).
+    """
+
+    def __init__(self, lengths, batch_size: int, buckets, seed: int):
+        self.batch_size, self.seed = batch_size, seed % 2**63
+        self.buckets = np.asarray(buckets)
+        self.bucket = bucket_ids(lengths, buckets)
+        counts = np.bincount(self.bucket, minlength=len(self.buckets))
+        self.steps_per_epoch = int((counts // batch_size).sum())
+        self._epochs: dict = {}
+
+    def epoch(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """`(indices [steps_per_epoch, batch_size], lengths [steps_per_epoch])` of `epoch`."""
+        if epoch not in self._epochs:
+            rng = np.random.default_rng([self.seed, epoch])
+            order = rng.permutation(len(self.bucket))
+            batches, lengths = [], []
+            for index, length in enumerate(self.buckets):
+                members = order[self.bucket[order] == index]
+                count = len(members) // self.batch_size
+                batches.append(members[: count * self.batch_size].reshape(count, self.batch_size))
+                lengths += [length] * count
+            shuffle = rng.permutation(self.steps_per_epoch)
+            self._epochs = {epoch: (np.concatenate(batches)[shuffle], np.array(lengths)[shuffle])}
+        return self._epochs[epoch]
+
+    def batch(self, step: int) -> tuple[np.ndarray, int]:
+        """`(example indices, trimmed length)` of batch `step` of the run."""
+        indices, lengths = self.epoch(step // self.steps_per_epoch)
+        return indices[step % self.steps_per_epoch], int(lengths[step % self.steps_per_epoch])
+
+    def batches(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Steps `start` to `stop - 1`, stacked as `epoch` returns them."""
+        pairs = [self.batch(step) for step in range(start, stop)]
+        indices = np.array([p[0] for p in pairs]).reshape(-1, self.batch_size)
+        return indices, np.array([p[1] for p in pairs], int)
+
+
+def _trim(array: np.ndarray, length: int, trim: bool) -> np.ndarray:
+    return array[:, :length] if trim and array.ndim >= 2 else array
+
+
+def training_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool):
+    """A callable `start_step -> tf.data.Dataset` of trimmed `(x, y)` batches from that step
+    on, endless (as `training.resume.fit_resumable` takes it).
+
+    `sequence_targets`: the targets have a sequence axis (token tags), trimmed as `x` is.
+    """
+
+    def batches(start):
+        for step in itertools.count(int(start)):
+            indices, length = schedule.batch(step)
+            inputs = {key: _trim(value[indices], length, True) for key, value in x.items()}
+            targets = tf.nest.map_structure(
+                lambda t, i=indices, n=length: _trim(np.asarray(t)[i], n, sequence_targets), y
+            )
+            yield inputs, targets
+
+    def spec(array, trim):
+        array = np.asarray(array)
+        shape = [schedule.batch_size, *array.shape[1:]]
+        if trim and array.ndim >= 2 and len(schedule.buckets) > 1:
+            shape[1] = None  # the bucket's length (one bucket: static, as --no-bucketing)
+        return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
+
+    signature = (
+        {key: spec(value, True) for key, value in x.items()},
+        tf.nest.map_structure(lambda t: spec(t, sequence_targets), y),
+    )
+
+    def stream(start: int) -> tf.data.Dataset:
+        # A generator (not tensors captured by a graph): the arrays stay in numpy.
+        dataset = tf.data.Dataset.from_generator(batches, args=(start,), output_signature=signature)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return stream
+
+
+def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
+    """`model.predict(x)` with batches of similar length trimmed to their bucket.
+
+    Examples are sorted by real length; consecutive batches share the bucket of their
+    longest example, and each run of batches with one bucket is one `model.predict` call.
+    Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
+    back to the full length with the lowest float (never an argmax, never a top logit).
+    """
+    total = np.asarray(x["token_ids"]).shape[1]
+    lengths = real_lengths(x)
+    if not len(lengths):
+        return model.predict(x, batch_size=batch_size, verbose=0)
+    order = np.argsort(lengths, kind="stable")
+    last = np.minimum(np.arange(0, len(order), batch_size) + batch_size, len(order)) - 1
+    batch_bucket = bucket_ids(lengths[order[last]], buckets).tolist()
+    results, structure, begin = None, None, 0
+    for bucket, group in itertools.groupby(batch_bucket):
+        rows = order[begin : begin + batch_size * len(list(group))]
+        begin += len(rows)
+        length = int(buckets[bucket])
+        part = model.predict(
+            {key: _trim(np.asarray(v)[rows], length, True) for key, v in x.items()},
+            batch_size=batch_size,
+            verbose=0,
+        )
+        structure, parts = part, [np.asarray(p) for p in tf.nest.flatten(part)]
+        if results is None:
+            results = [_full(p, len(order), total, sequence_outputs) for p in parts]
+        for result, p in zip(results, parts, strict=True):
+            result[rows] = _pad(p, total, result)
+    return tf.nest.pack_sequence_as(structure, results)
+
+
+def _full(part: np.ndarray, count: int, total: int, sequence_outputs: bool) -> np.ndarray:
+    shape = [count, *part.shape[1:]]
+    if sequence_outputs:
+        shape[1] = total
+    return np.full(shape, np.finfo(part.dtype).min, part.dtype)
+
+
+def _pad(part: np.ndarray, total: int, result: np.ndarray) -> np.ndarray:
+    if result.shape[1:] == part.shape[1:]:
+        return part
+    width = [(0, 0)] * part.ndim
+    width[1] = (0, total - part.shape[1])
+    return np.pad(part, width, constant_values=np.finfo(part.dtype).min)

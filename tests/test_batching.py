@@ -1,0 +1,198 @@
+"""Length bucketing (`kbz.training.batching`): the seeded batch schedule, trimmed training
+batches and trimmed prediction give the results of full padding for real tokens, on a tiny
+random BERT and the bundled real data samples (SST-2, WNUT-17, SQuAD v1.1)."""
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bert_zoo as kbz
+from keras_bert_zoo.training import FINETUNING_TASKS, batching
+
+DATA = Path(__file__).parent / "data" / "finetune"
+VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
+TRAIN = {
+    "classifier": DATA / "sst2_train_head.tsv",
+    "tagger": DATA / "wnut17_train_head.conll",
+    "question_answerer": DATA / "squad_v1.1_sample.json",
+}
+LENGTH = {"classifier": 64, "tagger": 64, "question_answerer": 128}
+
+
+@pytest.fixture(scope="module")
+def tiny_preset(tmp_path_factory):
+    """A 1-layer random BERT without dropout on the real uncased vocabulary."""
+    keras.utils.set_random_seed(0)
+    encoder = kbz.build_encoder(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=128,
+        dropout=0.0,
+    )
+    directory = tmp_path_factory.mktemp("tiny") / "preset"
+    return kbz.save_preset(encoder, directory, vocabulary=VOCABULARY, lowercase=True)
+
+
+def _task_data(preset, task):
+    preprocessor = kbz.BertPreprocessor.from_preset(preset, sequence_length=LENGTH[task])
+    job = FINETUNING_TASKS[task](preprocessor)
+    dataset = job.read(TRAIN[task])
+    x, y, extra = job.arrays(dataset)
+    head = {"dropout": 0.0} if task != "question_answerer" else {}
+    keras.utils.set_random_seed(1)
+    model = kbz.from_preset(preset, task=task, **job.task_kwargs(dataset), **head)
+    return job, dataset, model, (x, y, extra)
+
+
+def test_bucket_lengths_end_at_the_sequence_length():
+    assert batching.bucket_lengths(128) == [16, 32, 64, 128]
+    assert batching.bucket_lengths(100) == [16, 32, 64, 100]
+    assert batching.bucket_lengths(16) == [16]
+    assert batching.bucket_lengths(384, bucketing=False) == [384]
+    np.testing.assert_array_equal(
+        batching.bucket_ids([1, 16, 17, 33, 64, 65, 128], [16, 32, 64, 128]), [0, 0, 1, 2, 2, 3, 3]
+    )
+
+
+def _schedule(seed=0, batch_size=8, count=203):
+    lengths = np.random.default_rng(7).integers(3, 129, count)
+    return lengths, batching.BatchSchedule(lengths, batch_size, [16, 32, 64, 128], seed)
+
+
+def test_the_schedule_is_reproducible_and_covers_each_example_at_most_once_per_epoch():
+    lengths, schedule = _schedule()
+    counts = np.bincount(batching.bucket_ids(lengths, [16, 32, 64, 128]), minlength=4)
+    assert schedule.steps_per_epoch == sum(counts // 8) > 0
+    for epoch in range(3):
+        indices, trimmed = schedule.epoch(epoch)
+        assert indices.shape == (schedule.steps_per_epoch, 8)
+        assert len(np.unique(indices)) == indices.size  # no example twice in one epoch
+        assert len(np.unique(indices)) >= len(lengths) - 4 * 7  # at most 7 left per bucket
+        for batch, length in zip(indices, trimmed, strict=True):
+            assert lengths[batch].max() <= length  # real tokens all kept
+            assert length == 16 or lengths[batch].min() > length // 2  # one bucket per batch
+    first, second = _schedule()[1], _schedule()[1]
+    np.testing.assert_array_equal(first.batches(0, 100)[0], second.batches(0, 100)[0])
+    other = _schedule(seed=1)[1]
+    assert not np.array_equal(first.epoch(0)[0], other.epoch(0)[0])
+    assert not np.array_equal(first.epoch(0)[0], first.epoch(1)[0])  # reshuffled each epoch
+    assert len({tuple(first.epoch(0)[1]), tuple(first.epoch(1)[1])}) == 2  # batch order too
+
+
+def test_a_stream_started_at_a_step_is_the_tail_of_the_full_stream():
+    lengths, schedule = _schedule(batch_size=4, count=60)
+    x = {
+        "token_ids": np.arange(60 * 128).reshape(60, 128),
+        "padding_mask": (np.arange(128) < lengths[:, None]).astype(np.int32),
+    }
+    y = np.arange(60)
+    stream = batching.training_stream(x, y, schedule, sequence_targets=False)
+    full = list(stream(0).take(40).as_numpy_iterator())
+    start = schedule.steps_per_epoch + 3  # inside the second epoch
+    tail = list(stream(start).take(40 - start).as_numpy_iterator())
+    for (x_full, y_full), (x_tail, y_tail) in zip(full[start:], tail, strict=True):
+        np.testing.assert_array_equal(y_tail, y_full)
+        for key in x:
+            np.testing.assert_array_equal(x_tail[key], x_full[key])
+    widths = {batch[0]["token_ids"].shape[1] for batch in full}
+    assert widths == {16, 32, 64, 128} and all(b[0]["token_ids"].shape[0] == 4 for b in full)
+    for inputs, labels in full:  # each row is its example, trimmed
+        np.testing.assert_array_equal(
+            inputs["token_ids"], x["token_ids"][labels, : len(inputs["token_ids"][0])]
+        )
+    fixed = batching.BatchSchedule(lengths, 4, batching.bucket_lengths(128, False), 0)
+    stream = batching.training_stream(x, y, fixed, sequence_targets=False)
+    shapes = {b[0]["token_ids"].shape for b in stream(0).take(30).as_numpy_iterator()}
+    assert shapes == {(4, 128)} and fixed.steps_per_epoch == 15  # --no-bucketing: as before
+
+
+@pytest.mark.parametrize("task", ["classifier", "tagger", "question_answerer"])
+def test_bucketed_prediction_equals_full_padding_for_real_tokens(tiny_preset, task):
+    job, dataset, model, (x, _, extra) = _task_data(tiny_preset, task)
+    buckets = batching.bucket_lengths(LENGTH[task])
+    lengths = batching.real_lengths(x)
+    assert len(np.unique(batching.bucket_ids(lengths, buckets))) > 1  # several buckets used
+    full = model.predict(x, batch_size=8, verbose=0)
+    bucketed = batching.predict(model, x, 8, buckets, job.sequence_outputs)
+    mask = np.asarray(x["padding_mask"]).astype(bool)
+    for ours, reference in zip(keras.tree.flatten(bucketed), keras.tree.flatten(full), strict=True):
+        assert ours.shape == reference.shape
+        if job.sequence_outputs:
+            np.testing.assert_allclose(ours[mask], reference[mask], atol=1e-5)
+            trimmed = ours == np.finfo(ours.dtype).min  # cut off with the bucket
+            assert trimmed.any() and not trimmed[mask].any()
+            np.testing.assert_allclose(ours[~trimmed], reference[~trimmed], atol=1e-5)
+        else:
+            np.testing.assert_allclose(ours, reference, atol=1e-5)
+    predicted = job.predict(dataset, bucketed, extra)
+    expected = job.predict(dataset, full, extra)
+    if task == "classifier":
+        np.testing.assert_allclose(predicted, expected, atol=1e-6)
+    elif task == "tagger":
+        assert predicted == expected
+    else:
+        assert predicted["answers"] == expected["answers"]
+
+
+@pytest.mark.parametrize("task", ["classifier", "tagger", "question_answerer"])
+def test_one_bucketed_training_step_equals_a_full_length_step(tiny_preset, task):
+    job, dataset, model, (x, y, _) = _task_data(tiny_preset, task)
+    lengths = batching.real_lengths(x)
+    schedule = batching.BatchSchedule(lengths, 4, batching.bucket_lengths(LENGTH[task]), 0)
+    stream = batching.training_stream(x, y, schedule, job.sequence_outputs)
+    step = next(s for s in range(100) if schedule.batch(s)[1] < LENGTH[task])  # a trimmed batch
+    indices, length = schedule.batch(step)
+    trimmed_x, trimmed_y = next(stream(step).as_numpy_iterator())
+    assert trimmed_x["token_ids"].shape == (4, length)
+    full_x = {key: value[indices] for key, value in x.items()}
+    full_y = keras.tree.map_structure(lambda t: np.asarray(t)[indices], y)
+    start = [w.numpy() for w in model.weights]
+    results = []
+    for inputs, targets in ((trimmed_x, trimmed_y), (full_x, full_y)):
+        for weight, value in zip(model.weights, start, strict=True):
+            weight.assign(value)
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=job.loss(dataset))
+        loss = model.train_on_batch(inputs, targets)
+        results.append((loss, [w.numpy() for w in model.weights]))
+    (loss_trimmed, trimmed), (loss_full, full) = results
+    assert loss_trimmed == pytest.approx(loss_full, rel=1e-5)
+    changed = 0
+    for ours, reference, before in zip(trimmed, full, start, strict=True):
+        np.testing.assert_allclose(ours, reference, atol=1e-5)
+        changed += not np.allclose(reference, before)
+    assert changed > 5  # the step did train
+
+
+def test_bucketed_batches_train_alike_on_two_mirrored_replicas(tiny_preset):
+    """The stream's batches of varying length under `MirroredStrategy` (the two logical CPUs
+    of conftest, XLA per replica) end with the weights of one device."""
+    preprocessor = kbz.BertPreprocessor.from_preset(tiny_preset, sequence_length=64)
+    job = FINETUNING_TASKS["classifier"](preprocessor)
+    dataset = job.read(TRAIN["classifier"])
+    x, y, _ = job.arrays(dataset)
+    schedule = batching.BatchSchedule(batching.real_lengths(x), 8, [16, 32, 64], seed=0)
+    stream = batching.training_stream(x, y, schedule, sequence_targets=False)
+    assert len(set(schedule.batches(0, 4)[1].tolist())) > 1  # shapes vary within the run
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    weights = []
+    for strategy in (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(devices)):
+        with strategy.scope():
+            keras.utils.set_random_seed(1)
+            model = kbz.from_preset(tiny_preset, task="classifier", num_classes=2, dropout=0.0)
+            model.compile(optimizer=keras.optimizers.SGD(0.5), loss=job.loss(dataset))
+        start = [np.asarray(w.numpy()) for w in model.weights]
+        kbz.training.StrategyTrainer(model, strategy, jit_compile=True).fit(
+            stream(0), epochs=1, steps_per_epoch=4, verbose=0
+        )
+        weights.append([np.asarray(w.numpy()) for w in model.weights])
+    changed = 0
+    for mirrored, single, before in zip(weights[1], weights[0], start, strict=True):
+        np.testing.assert_allclose(mirrored, single, atol=1e-5)
+        changed += not np.allclose(single, before)
+    assert changed > 5  # it did train
