@@ -10,6 +10,7 @@ from keras_bert_zoo import __version__
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
 from keras_bert_zoo.cli import commands, embed_commands
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
+from keras_bert_zoo.cli.embed_parser import add_embed
 
 
 def _add_convert(subcommands) -> None:
@@ -273,18 +274,6 @@ def _add_export(subcommands) -> None:
     export.set_defaults(run=commands.run_export)
 
 
-def _add_embed(subcommands) -> None:
-    embed = subcommands.add_parser("embed", help="sentence vectors of a text file, one per line")
-    embed.add_argument("--model", required=True, help="preset or kbz finetune embed output")
-    embed.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
-    embed.add_argument("--output", required=True, help=".npy file: float32 [lines, hidden]")
-    embed.add_argument("--batch-size", type=int, default=64)
-    embed.add_argument(
-        "--sequence-length", type=int, help="tokens per text (default: the run's, else 128)"
-    )
-    embed.set_defaults(run=embed_commands.run_embed)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kbz", description="BERT for Keras 3.")
     parser.add_argument("--version", action="version", version=f"kbz {__version__}")
@@ -307,5 +296,5 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pretrain(subcommands)
     _add_predict(subcommands)
     _add_export(subcommands)
-    _add_embed(subcommands)
+    add_embed(subcommands)
     return parser
