@@ -39,6 +39,7 @@ _EXPORTS = {
     "BertPreprocessor": "keras_bert_zoo.tokenization",
     "BertTokenizer": "keras_bert_zoo.tokenization",
     "build_classifier": "keras_bert_zoo.tasks",
+    "build_embedder": "keras_bert_zoo.tasks",
     "build_encoder": "keras_bert_zoo.encoder",
     "build_pretrainer": "keras_bert_zoo.pretraining",
     "build_question_answerer": "keras_bert_zoo.tasks",

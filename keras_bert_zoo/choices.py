@@ -8,3 +8,4 @@ PREDICTION_FILES = {
     "tagger": "predictions.conll",
     "question_answerer": "predictions.json",
 }
+POOLING_MODES = ("mean", "cls", "max")  # sentence-embedding pooling (sentence-transformers' modes)

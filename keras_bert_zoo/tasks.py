@@ -9,6 +9,8 @@ Every builder extends the encoder's graph (inputs `token_ids`, `segment_ids`,
 - `build_tagger`: per-token logits; labels of non-first sub-words are `IGNORE_LABEL` and
   count for nothing (`tagger_loss`).
 - `build_question_answerer`: `start_logits` / `end_logits` over the sequence, padding masked.
+- `build_embedder`: `[batch, hidden]` sentence vectors (mean / cls / max pooling over real
+  tokens, L2-normalised by default), as sentence-transformers computes them.
 
 Each returns a `BertModel` whose `task` and `task_config` (all the builder's settings) are
 part of its Keras config: `.keras` files, presets and exports read them back.
@@ -21,6 +23,7 @@ import keras
 from keras_bert_zoo.layers.common import check_positive_int, check_rate, dense
 from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.heads import SpanLogits
+from keras_bert_zoo.layers.pooling import SentencePooling, check_pooling
 from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.pretraining import build_pretrainer
 
@@ -110,6 +113,30 @@ def build_question_answerer(
     return BertModel(encoder.input, outputs, name=name, task="question_answerer")
 
 
+def build_embedder(
+    encoder: keras.Model, pooling: str = "mean", normalize: bool = True, name: str = "bert_embedder"
+) -> keras.Model:
+    """Sentence embeddings: `[batch, hidden]` float32 vectors pooled over the real tokens.
+
+    Args:
+        encoder: a model from `kbz.build_encoder` / `kbz.from_preset`.
+        pooling: "mean" (masked mean, as sentence-transformers), "cls" or "max".
+        normalize: L2-normalise the vectors (dot product = cosine similarity).
+
+    A preset converted from a sentence-transformers directory records its pooling, so
+    `kbz.from_preset(dir, task="embedder")` needs no arguments.
+
+    >>> model = kbz.build_embedder(encoder, pooling="mean", normalize=True)
+    >>> vectors = model(kbz.BertPreprocessor.from_preset("my_preset")(["A sentence."]))
+    """
+    config = {"pooling": check_pooling(pooling), "normalize": normalize}
+    pooled = SentencePooling(pooling, normalize, name="sentence_pooling")(
+        encoder.output["sequence_output"], encoder.input["padding_mask"]
+    )
+    embeddings = keras.layers.Identity(name="embeddings", dtype="float32")(pooled)
+    return BertModel(encoder.input, embeddings, name=name, task="embedder", task_config=config)
+
+
 def classifier_loss(num_classes: int, multi_label: bool = False) -> keras.losses.Loss:
     """MSE for regression (`num_classes=1`), sigmoid BCE for multi-label, else softmax CE."""
     if num_classes == 1:
@@ -136,6 +163,7 @@ TASKS = {
     "classifier": build_classifier,
     "tagger": build_tagger,
     "question_answerer": build_question_answerer,
+    "embedder": build_embedder,
 }
 
 

@@ -38,7 +38,9 @@ class Converted:
     """A checkpoint mapped onto our variable paths, ready for `save_converted`.
 
     `origins` maps each of our paths to the source variable name(s), for error messages;
-    `new` lists our paths the checkpoint lacks (initialised fresh, and logged).
+    `new` lists our paths the checkpoint lacks (initialised fresh, and logged); `embedder`
+    the sentence-embedding pooling the checkpoint was trained with, if it says (the preset's
+    `embedder` block).
     """
 
     architecture: dict
@@ -51,6 +53,7 @@ class Converted:
     heads: bool
     new: set = dataclasses.field(default_factory=set)
     provenance: str = ""
+    embedder: dict | None = None
 
 
 def apply_rule(rule: str | None, arrays: list) -> np.ndarray:
@@ -184,6 +187,8 @@ def save_converted(
     heads = converted.heads if heads is None else heads
     model = build_converted_model(converted, heads)
     metadata = {"provenance": converted.provenance, **(metadata or {})}
+    if converted.embedder:
+        metadata.setdefault("embedder", dict(converted.embedder))
     return save_preset(
         model,
         destination,

@@ -1,8 +1,11 @@
 """Hugging Face BERT directories (config.json + model.safetensors + vocab.txt) to presets.
 
 `BertModel`, `BertForPreTraining` and `BertForMaskedLM` checkpoints convert; the `cls.*`
-heads become our pretrainer's MLM/NSP heads. Weights are read with safetensors only: pickle
-(`pytorch_model.bin`) runs code when loaded and is refused unless `allow_pickle=True`.
+heads become our pretrainer's MLM/NSP heads. A sentence-transformers directory (`modules.json`
+naming a `Pooling` module, and maybe `Normalize`) also gives the preset's `embedder` block, so
+`kbz.from_preset(dir, task="embedder")` pools as the checkpoint was trained. Weights are read
+with safetensors only: pickle (`pytorch_model.bin`) runs code when loaded and is refused unless
+`allow_pickle=True`.
 """
 
 import json
@@ -19,6 +22,7 @@ from keras_bert_zoo.checkpoints.common import (
     present_groups,
     save_converted,
 )
+from keras_bert_zoo.checkpoints.sentence_transformers import read_sentence_transformers_pooling
 from keras_bert_zoo.saving.vocabulary import is_uncased
 from keras_bert_zoo.saving.weights import read_weights
 
@@ -250,7 +254,7 @@ def read_huggingface(source, allow_pickle: bool = False) -> Converted:
             "task='pretrainer' gets new MLM/NSP heads.",
             source_file,
         )
-    return Converted(
+    result = Converted(
         architecture,
         converted,
         origins,
@@ -262,6 +266,8 @@ def read_huggingface(source, allow_pickle: bool = False) -> Converted:
         new,
         f"Converted from the Hugging Face checkpoint {source.resolve()}.",
     )
+    result.embedder = read_sentence_transformers_pooling(source)
+    return result
 
 
 def convert_huggingface(

@@ -8,8 +8,10 @@ import argparse
 
 from keras_bert_zoo import __version__
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
-from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli import commands, embed_commands
+from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
+from keras_bert_zoo.cli.embed_parser import add_embed
 
 
 def _add_convert(subcommands) -> None:
@@ -69,39 +71,26 @@ def _add_training_arguments(parser, learning_rate: float, batch_size: int) -> No
     )
     parser.add_argument("--mixed-precision", choices=PRECISIONS, default="float32")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=None,
-        help="save a checkpoint every N steps (default: every epoch for finetune, every "
-        "1000 steps for pretrain); re-running the same command resumes from the newest intact one",
-    )
+    add_checkpoint_arguments(parser)
     parser.add_argument(
         "--overwrite",
         action="store_true",
         help="start afresh in --output, deleting a previous run there (without it, only the "
         "same command resumes an unfinished run; a finished one returns its metrics)",
     )
-    parser.add_argument(
-        "--keep-checkpoints",
-        type=int,
-        default=3,
-        help="checkpoints kept (default 3): a damaged newest one falls back to the one before",
-    )
-    parser.add_argument(
-        "--checkpoint-every-minutes",
-        type=float,
-        default=None,
-        help="also save a checkpoint once M minutes have passed since the last one (at the "
-        "next step), in addition to --checkpoint-every",
-    )
 
 
 def _add_finetune(subcommands) -> None:
-    finetune = subcommands.add_parser("finetune", help="fine-tune a classifier, tagger or QA model")
-    finetune.add_argument("task", choices=sorted(FINETUNE_TASKS))
+    finetune = subcommands.add_parser(
+        "finetune", help="fine-tune a classifier, tagger, QA model or sentence embedder"
+    )
+    finetune.add_argument("task", choices=sorted([*FINETUNE_TASKS, "embed"]))
     finetune.add_argument("--preset", required=True, help="preset name or directory")
-    finetune.add_argument("--train", required=True, help="GLUE TSV, CoNLL or SQuAD JSON file")
+    finetune.add_argument(
+        "--train",
+        required=True,
+        help="GLUE TSV, CoNLL or SQuAD JSON file; embed: query<TAB>positive pairs",
+    )
     finetune.add_argument("--validation", required=True, help="file of the same format")
     finetune.add_argument("--epochs", type=int, default=3)
     finetune.add_argument("--sequence-length", type=int, default=128)
@@ -129,7 +118,10 @@ def _add_finetune(subcommands) -> None:
     finetune.add_argument("--regression", action="store_true", help="classify: float labels")
     finetune.add_argument("--doc-stride", type=int, default=128, help="qa: window stride")
     finetune.add_argument("--max-query-length", type=int, default=64, help="qa")
-    finetune.set_defaults(run=commands.run_finetune)
+    finetune.add_argument(
+        "--scale", type=float, default=20.0, help="embed: cosine scale of the in-batch loss"
+    )
+    finetune.set_defaults(run=embed_commands.run_finetune)
 
 
 def _add_pretrain(subcommands) -> None:
@@ -293,4 +285,5 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pretrain(subcommands)
     _add_predict(subcommands)
     _add_export(subcommands)
+    add_embed(subcommands)
     return parser

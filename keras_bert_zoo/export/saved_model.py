@@ -7,7 +7,7 @@ with two signatures:
   (the tag of each whitespace-separated word's first sub-word); question answerer
   `start_logits`, `end_logits`, `answer_start`, `answer_end` (character offsets into the
   context, end exclusive, as SQuAD's `answer_start`) and
-  `answer_text`; encoder `sequence_output`, `pooled_output`.
+  `answer_text`; encoder `sequence_output`, `pooled_output`; embedder `embeddings`.
 - `serve_token_ids`: int32 `token_ids`, `segment_ids`, `padding_mask` [batch, L] -> the model's
   raw outputs.
 The sequence length L is fixed (TF Serving's batcher pads variable-length inputs with the
@@ -78,7 +78,8 @@ def export_saved_model(
     """Exports `model` (encoder or task model) as a TF Serving SavedModel version directory.
 
     Args:
-        model: encoder, classifier, tagger or question answerer (`kbz.from_preset(...)`).
+        model: encoder, classifier, tagger, question answerer or embedder
+            (`kbz.from_preset(...)`).
         path: the version directory, e.g. "exports/my_model/1"; must not exist.
         preprocessor: a `kbz.BertPreprocessor`; required unless `strings=False`.
         pairs: take `text_pair` too (default: only for question answering).

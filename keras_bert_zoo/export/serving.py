@@ -115,6 +115,11 @@ def question_answerer_outputs(model, preprocessor, text, text_pair, max_answer_l
     }
 
 
+def embedder_outputs(model, preprocessor, text, text_pair, **_):
+    """`embeddings` `[batch, hidden]` float32 (L2-normalised if the model normalises)."""
+    return {"embeddings": model(_inputs(preprocessor, text, text_pair), training=False)}
+
+
 def encoder_outputs(model, preprocessor, text, text_pair, **_):
     return model(_inputs(preprocessor, text, text_pair), training=False)
 
@@ -124,4 +129,5 @@ SERVING_OUTPUTS = {
     "tagger": tagger_outputs,
     "question_answerer": question_answerer_outputs,
     "encoder": encoder_outputs,
+    "embedder": embedder_outputs,
 }

@@ -5,14 +5,17 @@ from keras_bert_zoo.layers.embeddings import PositionEmbedding
 from keras_bert_zoo.layers.encoder_block import FirstToken, TransformerEncoderBlock
 from keras_bert_zoo.layers.heads import MaskedLMHead, OutputBias, SpanLogits
 from keras_bert_zoo.layers.input_checks import InputChecks
+from keras_bert_zoo.layers.pooling import InBatchSimilarity, SentencePooling
 
 __all__ = [
     "Dropout",
     "FirstToken",
+    "InBatchSimilarity",
     "InputChecks",
     "MaskedLMHead",
     "OutputBias",
     "PositionEmbedding",
+    "SentencePooling",
     "SpanLogits",
     "TransformerEncoderBlock",
 ]

@@ -12,7 +12,7 @@ from keras_bert_zoo.saving.vocabulary import load_vocabulary
 from keras_bert_zoo.saving.weights import assign_weights
 from keras_bert_zoo.tasks import build_task, check_task
 
-_TASKS_WITHOUT_POOLER = ("tagger", "question_answerer")
+_TASKS_WITHOUT_POOLER = ("tagger", "question_answerer", "embedder")
 
 
 def _no_weights_error(config: PresetConfig) -> ValueError:
@@ -64,12 +64,15 @@ def from_preset(
             `kbz convert`.
         task: "encoder", or a task model (see `keras_bert_zoo.tasks.TASKS`); its head is new
             unless the preset was saved from the same task (then its settings are reused).
+            "embedder" takes its pooling from the preset's `embedder` block when it has one
+            (sentence-transformers checkpoints record it when converted).
         load_weights: False builds the architecture with fresh random weights.
         dtype: a dtype policy name such as "mixed_bfloat16".
         **task_kwargs: arguments of the task builder (e.g. `num_classes`).
 
     >>> enc = kbz.from_preset("bert_tiny_en_uncased", load_weights=False)
     >>> clf = kbz.from_preset("runs/sst2/preset", task="classifier")  # the fine-tuned head
+    >>> emb = kbz.from_preset("all_minilm_l6_v2", task="embedder")  # mean pooling, normalised
     """
     config = load_preset_config(name_or_dir)
     check_task(task)
@@ -83,6 +86,8 @@ def from_preset(
     same_task = task == config.task
     if same_task:
         task_kwargs = {**config.task_config, **task_kwargs}
+    elif task == "embedder":
+        task_kwargs = {**config.embedder, **task_kwargs}
     model = build_task(task, encoder, **task_kwargs)
     if load_weights:
         _load_weights(model, encoder, config, same_task)

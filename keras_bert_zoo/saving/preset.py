@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from keras_bert_zoo.architecture import check_architecture, parameter_count
+from keras_bert_zoo.choices import POOLING_MODES
 from keras_bert_zoo.saving.atomic import staged_directory
 from keras_bert_zoo.saving.checksums import (
     read_checksums,
@@ -49,6 +50,29 @@ class PresetConfig:
     weights_sha256: str | None = None
     weights_source: dict | None = None
     metadata: dict = dataclasses.field(default_factory=dict)
+    embedder: dict = dataclasses.field(default_factory=dict)
+
+
+def check_embedder_defaults(block, source: str) -> dict:
+    """The `embedder` block of a preset: `{"pooling": one of POOLING_MODES, "normalize": bool}`."""
+    if block is None:
+        return {}
+    if not isinstance(block, dict) or set(block) - {"pooling", "normalize"}:
+        raise ValueError(
+            f"{source}: `embedder` must be an object with keys `pooling` and `normalize`. "
+            f"Received: {block!r}"
+        )
+    if "pooling" in block and block["pooling"] not in POOLING_MODES:
+        raise ValueError(
+            f"{source}: `embedder.pooling` must be one of {list(POOLING_MODES)}. "
+            f"Received: {block['pooling']!r}"
+        )
+    if "normalize" in block and not isinstance(block["normalize"], bool):
+        raise ValueError(
+            f"{source}: `embedder.normalize` must be true or false. "
+            f"Received: {block['normalize']!r}"
+        )
+    return dict(block)
 
 
 def parse_preset(data: dict, directory: Path, source: str, name: str) -> PresetConfig:
@@ -84,6 +108,7 @@ def parse_preset(data: dict, directory: Path, source: str, name: str) -> PresetC
         weights_path=weights_path,
         weights_source=weights.get("source"),
         metadata={k: data[k] for k in ("description", "license", "provenance") if k in data},
+        embedder=check_embedder_defaults(data.get("embedder"), source),
     )
 
 

@@ -1,0 +1,61 @@
+"""The pooling of a sentence-transformers directory, for the preset's `embedder` block.
+
+sentence-transformers saves its pipeline in `modules.json` (`Transformer` -> `Pooling` ->
+optional `Normalize`), the pooling mode in the `Pooling` module's `config.json`. This reads
+them (JSON only, no sentence-transformers import) into `{"pooling", "normalize"}`, the
+arguments of `kbz.build_embedder`.
+"""
+
+import json
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_ST_MODULES = "sentence_transformers.models."
+_ST_POOLING = {  # Pooling config keys -> our `pooling` modes
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+}
+
+
+def _json_file(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except ValueError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+
+
+def read_sentence_transformers_pooling(source: Path) -> dict | None:
+    """`{"pooling", "normalize"}` of a sentence-transformers directory, or None.
+
+    None (with a warning) when the pipeline has parts we do not model (a `Dense` after
+    pooling, mean-sqrt-len or weighted-mean pooling, several modes concatenated).
+
+    >>> read_sentence_transformers_pooling(Path("all-MiniLM-L6-v2"))
+    {'pooling': 'mean', 'normalize': True}
+    """
+    modules_file = source / "modules.json"
+    if not modules_file.is_file():
+        return None
+    modules = _json_file(modules_file)
+    types = [str(m.get("type", "")).removeprefix(_ST_MODULES) for m in modules]
+    pooling = [m for m in modules if str(m.get("type", "")).endswith(".Pooling")]
+    extra = [t for t in types if t not in ("Transformer", "Pooling", "Normalize")]
+    config_file = source / (pooling[0].get("path") or "") / "config.json" if pooling else None
+    config = _json_file(config_file) if config_file and config_file.is_file() else {}
+    modes = [mode for key, mode in _ST_POOLING.items() if config.get(key)]
+    if config.get("pooling_mode") in _ST_POOLING.values():  # newer sentence-transformers
+        modes = [config["pooling_mode"]]
+    others = [k for k, v in config.items() if k.startswith("pooling_mode_") and v]
+    if len(pooling) != 1 or extra or len(modes) != 1 or len(others) > 1:
+        logger.warning(
+            "%s: a sentence-transformers pipeline (%s, pooling %s) that task='embedder' does "
+            "not reproduce; the preset records no embedder pooling.",
+            modules_file,
+            types,
+            others or config.get("pooling_mode"),
+        )
+        return None
+    return {"pooling": modes[0], "normalize": "Normalize" in types}

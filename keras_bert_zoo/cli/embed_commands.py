@@ -1,0 +1,69 @@
+"""What `kbz embed` and `kbz finetune embed` do, and every line they print.
+
+As in `commands`, the implementation (Keras, TensorFlow) is imported when a command runs.
+`run_finetune` sends `kbz finetune embed` here and the other tasks to `commands`.
+"""
+
+import json
+from pathlib import Path
+
+from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli.commands import _load
+
+
+def run_finetune_embed(args) -> int:
+    unsupported = {
+        "--strategy": args.strategy != "none",
+        "--tpu": args.tpu is not None,
+        "--mixed-precision": args.mixed_precision != "float32",
+        "--checkpoint-every": args.checkpoint_every is not None,
+    }
+    given = [flag for flag, used in unsupported.items() if used]
+    if given:
+        raise ValueError(
+            f"kbz finetune embed runs on one device in float32 without mid-run checkpoints; "
+            f"drop {', '.join(given)}."
+        )
+    metrics = _load("training.contrastive").run_finetune_embed(
+        args.preset,
+        args.train,
+        args.validation,
+        args.output,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        sequence_length=args.sequence_length,
+        learning_rate=args.learning_rate,
+        warmup_fraction=args.warmup_fraction,
+        scale=args.scale,
+        seed=args.seed,
+        jit_compile=args.jit_compile,
+        export=not args.no_export,
+        overwrite=args.overwrite,
+    )
+    print(json.dumps(metrics, indent=2, sort_keys=True))
+    output = Path(args.output)
+    print(f"  {output / 'preset'}: the embedder (kbz embed --model {output})")
+    if (output / "export" / "1").exists():
+        print(f"  {output / 'export' / '1'}: SavedModel, raw strings in, `embeddings` out")
+    return 0
+
+
+def run_embed(args) -> int:
+    result = _load("training.embed").run_embed(
+        args.model,
+        args.input,
+        args.output,
+        batch_size=args.batch_size,
+        sequence_length=args.sequence_length,
+    )
+    rows, width = result["shape"]
+    print(
+        f"Wrote {result['file']}: {rows} vectors of {width} floats ({result['pooling']} pooling"
+        f"{', L2-normalised' if result['normalize'] else ''}), one per input line."
+    )
+    return 0
+
+
+def run_finetune(args) -> int:
+    """`kbz finetune TASK`: embed here, classify / tag / qa in `commands`."""
+    return run_finetune_embed(args) if args.task == "embed" else commands.run_finetune(args)

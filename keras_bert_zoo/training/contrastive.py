@@ -1,0 +1,193 @@
+"""`run_finetune_embed`, the job behind `kbz finetune embed`: contrastive fine-tuning of an
+embedder on (query, positive) pairs with in-batch negatives.
+
+The loss is sentence-transformers' MultipleNegativesRankingLoss: softmax cross-entropy over
+`20 * cos(query_i, positive_j)` for all j of the batch, label i. Batches never hold the same
+query or positive text twice (sentence-transformers' `NoDuplicatesDataLoader` does the same):
+a repeated positive would be a false negative. The validation pairs are scored before and
+after training by retrieval: each validation query against all distinct validation
+positives, recall@1 / recall@5 / MRR (`recall_at_k`), written to `metrics.json`; the model
+goes to `preset/` (task "embedder", its pooling kept), which `kbz embed --model` reads.
+"""
+
+import logging
+import random
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_zoo.export.saved_model import export_saved_model
+from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.layers.pooling import InBatchSimilarity
+from keras_bert_zoo.saving.atomic import write_json
+from keras_bert_zoo.saving.models import save_preset
+from keras_bert_zoo.training.embed import embed_texts, load_embedder, read_lines, recall_at_k
+from keras_bert_zoo.training.optimizers import create_optimizer
+from keras_bert_zoo.training.rundir import RunDirectory
+
+logger = logging.getLogger(__name__)
+HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
+INPUT_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def read_pairs(path, flag: str) -> list[tuple[str, str]]:
+    """`query<TAB>positive` lines (an `anchor<TAB>positive` header is skipped)."""
+    lines = read_lines(path, flag)
+    if tuple(lines[0].lower().split("\t")) in HEADERS:
+        lines = lines[1:]
+    pairs = []
+    for number, line in enumerate(lines, 1):
+        fields = line.split("\t")
+        if len(fields) != 2 or not all(f.strip() for f in fields):
+            raise ValueError(
+                f"{flag} {path}, pair {number}: expected `query<TAB>positive` (two non-empty "
+                f"tab-separated texts). Received: {line[:80]!r}"
+            )
+        pairs.append((fields[0], fields[1]))
+    if not pairs:
+        raise ValueError(f"{flag} {path} holds no pairs.")
+    return pairs
+
+
+def distinct_batches(pairs, batch_size: int, seed: int) -> list[list[int]]:
+    """Shuffled full batches of pair indices, no text twice in a batch (leftovers dropped).
+
+    Hand-written: a greedy fill as in sentence-transformers' NoDuplicatesDataLoader.
+    """
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
+    batches, open_batches = [], []  # [indices, texts] being filled
+    for i in order:
+        texts = set(pairs[i])
+        home = next((b for b in open_batches if not texts & b[1]), None)
+        if home is None:
+            home = [[], set()]
+            open_batches.append(home)
+        home[0].append(i)
+        home[1].update(texts)
+        if len(home[0]) == batch_size:
+            batches.append(home[0])
+            open_batches.remove(home)
+    return batches
+
+
+def build_contrastive_trainer(embedder, sequence_length: int, scale: float = 20.0):
+    """Keras model: `query_*` and `positive_*` id inputs -> `[batch, batch]` logits."""
+    inputs = {
+        f"{side}_{key}": keras.Input((sequence_length,), dtype="int32", name=f"{side}_{key}")
+        for side in ("query", "positive")
+        for key in INPUT_KEYS
+    }
+    vectors = [
+        embedder({key: inputs[f"{side}_{key}"] for key in INPUT_KEYS})
+        for side in ("query", "positive")
+    ]
+    logits = InBatchSimilarity(scale, name="in_batch_similarity")(*vectors)
+    return keras.Model(inputs, logits, name="contrastive_trainer")
+
+
+def _dataset(pairs, batches, preprocessor):
+    def tokenized(texts):
+        return {k: np.asarray(v) for k, v in preprocessor(tf.constant(texts)).items()}
+
+    queries = tokenized([q for q, _ in pairs])
+    positives = tokenized([p for _, p in pairs])
+    order = np.concatenate(batches)
+    features = {f"query_{k}": v[order] for k, v in queries.items()}
+    features.update({f"positive_{k}": v[order] for k, v in positives.items()})
+    size = len(batches[0])
+    labels = np.tile(np.arange(size, dtype=np.int32), len(batches))
+    return tf.data.Dataset.from_tensor_slices((features, labels)).batch(size, drop_remainder=True)
+
+
+def retrieval_metrics(embedder, preprocessor, pairs, batch_size: int) -> dict:
+    """Recall@1/@5 and MRR of each query against all distinct positives of `pairs`."""
+    positives = sorted({p for _, p in pairs})
+    row = {p: i for i, p in enumerate(positives)}
+    index = embed_texts(embedder, preprocessor, positives, batch_size)
+    queries = embed_texts(embedder, preprocessor, [q for q, _ in pairs], batch_size)
+    return recall_at_k(queries, index, [row[p] for _, p in pairs])
+
+
+def run_finetune_embed(
+    preset,
+    train,
+    validation,
+    output,
+    epochs: int = 1,
+    batch_size: int = 32,
+    sequence_length: int = 128,
+    learning_rate: float = 2e-5,
+    warmup_fraction: float = 0.1,
+    scale: float = 20.0,
+    seed: int = 0,
+    jit_compile: bool = True,
+    export: bool = True,
+    overwrite: bool = False,
+) -> dict:
+    """Fine-tunes `preset` as an embedder on `train` pairs; validation retrieval before/after.
+
+    Returns (and writes to `output/metrics.json`) `{"before": {...}, "after": {...}, ...}`
+    with `recall@1`, `recall@5`, `mrr` of the validation pairs.
+
+    >>> kbz.training.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
+    """
+    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
+        check_positive_int(name, value)
+    if batch_size < 2:
+        raise ValueError(
+            f"--batch-size must be >= 2 for in-batch negatives. Received: {batch_size}"
+        )
+    train_pairs = read_pairs(train, "--train")
+    validation_pairs = read_pairs(validation, "--validation")
+    epoch_batches = [distinct_batches(train_pairs, batch_size, seed + e) for e in range(epochs)]
+    if not all(epoch_batches):
+        raise ValueError(
+            f"--train {train}: {len(train_pairs)} pairs make no full batch of {batch_size} "
+            "distinct texts. Lower --batch-size or add pairs."
+        )
+    output = Path(output)
+    settings = dict(
+        preset=str(preset), epochs=epochs, batch_size=batch_size, scale=scale, seed=seed,
+        sequence_length=sequence_length, learning_rate=learning_rate,
+        warmup_fraction=warmup_fraction, jit_compile=jit_compile, export=export,
+    )  # fmt: skip
+    inputs = {"train": [train], "validation": [validation]}
+    with RunDirectory(output, "finetune_embed", settings, inputs, overwrite) as run:
+        if run.finished is not None:
+            return run.finished
+        keras.utils.set_random_seed(seed)
+        embedder, preprocessor = load_embedder(preset, sequence_length)
+        before = retrieval_metrics(embedder, preprocessor, validation_pairs, 64)
+        logger.info("validation before fine-tuning: %s", before)
+        trainer = build_contrastive_trainer(embedder, sequence_length, scale)
+        steps = sum(len(batches) for batches in epoch_batches)
+        trainer.compile(
+            optimizer=create_optimizer(learning_rate, steps, warmup_fraction),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=jit_compile,
+        )
+        losses = []
+        for batches in epoch_batches:  # new distinct batches each epoch
+            dataset = _dataset(train_pairs, batches, preprocessor)
+            history = trainer.fit(dataset, shuffle=False, verbose=0)
+            losses.append(float(history.history["loss"][-1]))
+        after = retrieval_metrics(embedder, preprocessor, validation_pairs, 64)
+        metrics = {
+            "before": before,
+            "after": after,
+            "train_pairs": len(train_pairs),
+            "validation_pairs": len(validation_pairs),
+            "steps": steps,
+            "loss": losses,
+        }
+        save_preset(embedder, output / "preset", overwrite=True)
+        if export:
+            export_saved_model(
+                embedder, output / "export" / "1", preprocessor=preprocessor, overwrite=True
+            )
+        write_json(output / "metrics.json", metrics)
+        run.complete(metrics)
+    return metrics

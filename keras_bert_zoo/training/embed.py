@@ -1,0 +1,137 @@
+"""Sentence vectors of texts: `embed_texts`, and `run_embed`, the job behind `kbz embed`.
+
+The model is any preset (a name or a directory) or a `kbz finetune embed` output directory,
+built with `task="embedder"`: a sentence-transformers checkpoint converted with
+`kbz convert` pools as it was trained (its preset records the pooling), any other preset
+gets masked mean pooling and L2 normalisation.
+"""
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.presets.factory import from_preset
+from keras_bert_zoo.saving.atomic import staged_file
+from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.training.rundir import MANIFEST
+
+logger = logging.getLogger(__name__)
+DEFAULT_SEQUENCE_LENGTH = 128
+
+
+def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
+    """`(embedder, preprocessor)` of a preset name or directory, or a run directory.
+
+    >>> embedder, pre = kbz.training.load_embedder("minilm_preset")
+    """
+    path = Path(model)
+    settings = {}
+    if path.is_dir() and (path / "preset").is_dir() and not (path / "preset.json").is_file():
+        manifest = path / MANIFEST  # a `kbz finetune embed` output directory
+        settings = json.loads(manifest.read_text())["settings"] if manifest.is_file() else {}
+        path = path / "preset"
+    source = path if path.is_dir() else model
+    length = sequence_length or settings.get("sequence_length") or DEFAULT_SEQUENCE_LENGTH
+    check_positive_int("sequence_length", length)
+    embedder = from_preset(source, task="embedder", **task_kwargs)
+    return embedder, BertPreprocessor.from_preset(source, sequence_length=length)
+
+
+def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarray:
+    """`[len(texts), hidden]` float32 vectors, in the order of `texts`.
+
+    Texts longer than the preprocessor's `sequence_length` are truncated (logged with a
+    count, never silently).
+
+    >>> vectors = kbz.training.embed_texts(embedder, pre, ["A sentence.", "Another one."])
+    """
+    check_positive_int("batch_size", batch_size)
+    texts = [str(t) for t in texts]
+    if not texts:
+        return np.zeros((0, embedder.output_shape[-1]), np.float32)
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
+        .batch(batch_size)
+        .map(preprocessor, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    vectors, full = [], 0
+    for batch in dataset:  # one pass: the vectors, and how many texts filled every position
+        full += int(np.sum(np.asarray(batch["padding_mask"]).all(axis=1)))
+        vectors.append(np.asarray(embedder.predict_on_batch(batch), np.float32))
+    if full:
+        logger.warning(
+            "%d of %d texts fill all %d token positions and may be truncated; a larger "
+            "sequence_length (--sequence-length) keeps more of them.",
+            full,
+            len(texts),
+            preprocessor.sequence_length,
+        )
+    return np.concatenate(vectors)
+
+
+def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:
+    """Retrieval recall: the share of queries whose target row of the index ranks in the top k
+    by dot product (cosine similarity for normalised vectors); also the mean reciprocal rank.
+
+    >>> kbz.training.recall_at_k(questions, paragraphs, paragraph_of_question)
+    {'recall@1': 0.62, 'recall@5': 0.88, 'mrr': 0.73}
+    """
+    scores = np.asarray(query_vectors, np.float32) @ np.asarray(index_vectors, np.float32).T
+    targets = np.asarray(targets)
+    if targets.shape != (scores.shape[0],) or targets.min() < 0 or targets.max() >= scores.shape[1]:
+        raise ValueError(
+            f"`targets` must give one index row (0..{scores.shape[1] - 1}) per query "
+            f"({scores.shape[0]}). Received shape {targets.shape}."
+        )
+    target_scores = scores[np.arange(len(targets)), targets]
+    ranks = 1 + np.sum(scores > target_scores[:, None], axis=1)  # ties count in the query's favour
+    result = {f"recall@{k}": float(np.mean(ranks <= k)) for k in ks}
+    result["mrr"] = float(np.mean(1.0 / ranks))
+    return result
+
+
+def read_lines(path, flag: str = "--input") -> list[str]:
+    """The lines of a UTF-8 text file (one text per line), or an error naming `flag`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{flag} {path} does not exist (or is not a file). Pass a text file.")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines:
+        raise ValueError(f"{flag} {path} is empty. Pass a text file with one text per line.")
+    return lines
+
+
+def run_embed(
+    model,
+    input,
+    output,
+    batch_size: int = 64,
+    sequence_length: int | None = None,
+) -> dict:
+    """Embeds each line of `input` (one vector per line, blank lines too) into `output` .npy.
+
+    Args:
+        model: a preset name or directory, or a `kbz finetune embed` output directory.
+        input: a UTF-8 text file, one text per line.
+        output: the `.npy` file to write (float32 `[lines, hidden]`), written atomically
+            (an existing file is replaced).
+        sequence_length: tokens per text (default: the run's own, else 128).
+
+    >>> kbz.training.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
+    """
+    output = Path(output)
+    if output.suffix != ".npy":
+        raise ValueError(f"--output must be a .npy file. Received: {output}")
+    check_positive_int("batch_size", batch_size)
+    texts = read_lines(input)
+    embedder, preprocessor = load_embedder(model, sequence_length)
+    vectors = embed_texts(embedder, preprocessor, texts, batch_size)
+    with staged_file(output) as temporary:
+        with open(temporary, "wb") as file:
+            np.save(file, vectors)
+    return {"file": str(output), "shape": list(vectors.shape), **embedder.task_config}
