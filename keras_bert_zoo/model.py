@@ -17,11 +17,13 @@ The model also carries its task: `task` ("encoder", "pretrainer", "classifier", 
 Everything else is plain `keras.Model`.
 """
 
+import sys
 from collections.abc import Mapping
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from keras_bert_zoo.layers.backend import is_traced
 
 
 def _dtype(value) -> str:
@@ -31,10 +33,6 @@ def _dtype(value) -> str:
     if isinstance(dtype, np.dtype) and dtype.kind in "OSU":
         return "string"
     return keras.backend.standardize_dtype(dtype)
-
-
-def _symbolic(value) -> bool:
-    return keras.backend.is_keras_tensor(value) or tf.is_symbolic_tensor(value)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -73,7 +71,7 @@ class BertModel(keras.Model):
                 f"{sorted(expected)}. Received keys: {sorted(inputs)}."
             )
         for key in expected:
-            if _symbolic(inputs[key]):  # Keras' own graph-mode plumbing (e.g. fit under a
+            if is_traced(inputs[key]):  # Keras' own graph-mode plumbing (e.g. fit under a
                 continue  # tf.distribute strategy) hands over cast placeholders
             dtype = _dtype(inputs[key])
             if "int" not in dtype:
@@ -95,7 +93,8 @@ class BertModel(keras.Model):
         """`x` of fit/evaluate/predict: dicts checked (extra keys dropped), datasets' specs."""
         if isinstance(x, Mapping):
             return self._check_inputs(x)
-        if isinstance(x, tf.data.Dataset) and isinstance(self.input, Mapping):
+        tf = sys.modules.get("tensorflow")  # a tf.data dataset implies TensorFlow is loaded
+        if tf is not None and isinstance(x, tf.data.Dataset) and isinstance(self.input, Mapping):
             spec = x.element_spec
             spec = spec[0] if isinstance(spec, tuple) else spec
             if isinstance(spec, Mapping):
