@@ -23,7 +23,8 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
-from keras_bert_zoo.layers.backend import is_traced
+from keras_bert_zoo.layers.backend import BACKEND, is_traced
+from keras_bert_zoo.layers.input_checks import INPUT_NAMES, InputChecks
 
 
 def _dtype(value) -> str:
@@ -33,6 +34,14 @@ def _dtype(value) -> str:
     if isinstance(dtype, np.dtype) and dtype.kind in "OSU":
         return "string"
     return keras.backend.standardize_dtype(dtype)
+
+
+def _all_layers(model):
+    """Every layer of `model`, nested models' included."""
+    for layer in model.layers:
+        yield layer
+        if isinstance(layer, keras.Model):
+            yield from _all_layers(layer)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -89,10 +98,24 @@ class BertModel(keras.Model):
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self._check_inputs(inputs), *args, **kwargs)
 
+    def _check_values(self, inputs):
+        """Range and padding checks of concrete dict data, before any step is compiled.
+
+        On JAX and PyTorch the compiled steps can carry no assertion (TensorFlow's graph
+        steps do), so `InputChecks` would only see shapes there: it reads the data here.
+        """
+        checks = [layer for layer in _all_layers(self) if isinstance(layer, InputChecks)]
+        values = [inputs.get(name) for name in INPUT_NAMES]
+        if checks and not any(v is None or is_traced(v) for v in values):
+            checks[0].check_values(*values)
+
     def _check_data(self, x):
         """`x` of fit/evaluate/predict: dicts checked (extra keys dropped), datasets' specs."""
         if isinstance(x, Mapping):
-            return self._check_inputs(x)
+            checked = self._check_inputs(x)
+            if BACKEND != "tensorflow":
+                self._check_values(checked)
+            return checked
         tf = sys.modules.get("tensorflow")  # a tf.data dataset implies TensorFlow is loaded
         if tf is not None and isinstance(x, tf.data.Dataset) and isinstance(self.input, Mapping):
             spec = x.element_spec
