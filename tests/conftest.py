@@ -1,8 +1,8 @@
 """Shared fixtures: tiny architectures, the real MiniLM checkpoint converted once per session.
 
 The suite runs once per Keras backend (`make test`): on TensorFlow every test module but the
-other backends' `test_backend_<name>.py`; with `KERAS_BACKEND=jax` or `torch` only that
-backend's module (the other modules use TensorFlow directly).
+other backends' `test_backend_<name>*.py`; with `KERAS_BACKEND=jax` or `torch` only that
+backend's modules (the other modules use TensorFlow directly).
 """
 
 import os
@@ -21,7 +21,7 @@ BACKEND = keras.backend.backend()
 collect_ignore = [
     path.name
     for path in Path(__file__).parent.glob("test_*.py")
-    if (path.name != f"test_backend_{BACKEND}.py")
+    if not path.name.startswith(f"test_backend_{BACKEND}")
     and (BACKEND != "tensorflow" or path.name.startswith("test_backend_"))
 ]
 
