@@ -107,7 +107,7 @@ class BertModel(keras.Model):
         checks = [layer for layer in _all_layers(self) if isinstance(layer, InputChecks)]
         values = [inputs.get(name) for name in INPUT_NAMES]
         if checks and not any(v is None or is_traced(v) for v in values):
-            checks[0].check_values(*values)
+            checks[0].check_values(*(keras.ops.convert_to_numpy(v) for v in values))
 
     def _check_data(self, x):
         """`x` of fit/evaluate/predict: dicts checked (extra keys dropped), datasets' specs."""

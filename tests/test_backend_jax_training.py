@@ -139,3 +139,18 @@ def test_preprocessor_and_tf_data_feed_fit_on_jax():
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     first = next(iter(dataset))[0]
     assert first["token_ids"].shape == (16, 32) and int(first["token_ids"][0, 0]) == 101  # [CLS]
+
+
+def test_kbz_pretrain_runs_on_jax_and_tf_distribute_is_a_clear_error(tmp_path):
+    from keras_bert_zoo.cli import main
+    from keras_bert_zoo.training.distributed import get_strategy
+
+    with pytest.raises(ValueError, match="needs KERAS_BACKEND=tensorflow. Received: KERAS_B"):
+        get_strategy("mirrored")
+    argv = ["pretrain", "--preset", "bert_tiny_en_uncased", "--from-scratch", "--text-file"]
+    argv += [str(DATA / "pretraining" / "sentences.txt"), "--output", str(tmp_path / "run")]
+    argv += ["--num-train-steps", "2", "--checkpoint-every", "2", "--batch-size", "4"]
+    argv += ["--max-seq-length", "32", "--max-predictions-per-seq", "5"]
+    assert main(argv) == 0
+    pretrained = kbz.from_preset(str(tmp_path / "run" / "preset"), task="pretrainer")
+    assert pretrained.count_params() > 4_000_000  # bert_tiny with its MLM and NSP heads
