@@ -39,8 +39,9 @@ def test_keras_runs_on_jax():
 
 
 def test_model_work_imports_no_tensorflow(tmp_path):
-    # Not `.keras` saving: Keras' own serializer imports TensorFlow whenever it is installed
-    # (keras/src/saving/serialization_lib.py checks for tf.TensorShape), on every backend.
+    # Then `.keras` saving with TensorFlow blocked: Keras' own serializer imports TensorFlow
+    # whenever it is installed (serialization_lib.py checks for tf.TensorShape), on every
+    # backend, and does without it when it is not.
     code = f"""
 import sys
 import keras_bert_zoo as kbz
@@ -54,13 +55,25 @@ classifier = kbz.from_preset({str(tmp_path / "p")!r}, task="classifier", num_cla
 classifier.predict(x, verbose=0)
 kbz.checkpoints.read_huggingface
 print(sorted(m for m in ("tensorflow", "tensorflow_text") if m in sys.modules))
+
+class NoTensorFlow:  # as if TensorFlow were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
+            raise ImportError(f"No module named {{name!r}} (blocked by the test)")
+
+sys.meta_path.insert(0, NoTensorFlow())
+classifier.save({str(tmp_path / "m.keras")!r})
+restored = kbz.load_model({str(tmp_path / "m.keras")!r})
+print(float(np.abs(restored.predict(x, verbose=0) - classifier.predict(x, verbose=0)).max()))
 """
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines()[-1] == "[]"
+    lines = out.stdout.splitlines()
+    assert lines[-2] == "[]"
+    assert float(lines[-1]) == 0.0
 
 
 def test_forward_predict_and_padding_invariance(encoder):
