@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
+# One pytest process per Keras backend: TensorFlow runs the whole suite; JAX and PyTorch run
+# their tests/test_backend_<name>.py (conftest.py collects only that module there).
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+	KERAS_BACKEND=jax XLA_FLAGS=--xla_force_host_platform_device_count=2 $(PY) -m pytest -q -m "not slow"
+	KERAS_BACKEND=torch $(PY) -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

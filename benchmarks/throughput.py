@@ -2,6 +2,7 @@
 
     python benchmarks/throughput.py                      # tiny, small, base at seq 128
     python benchmarks/throughput.py --shapes small --batch-size 32 --steps 10
+    KERAS_BACKEND=jax python benchmarks/throughput.py --peers none   # the Keras models on JAX
 
 Every model is an encoder + a 2-class head on the pooled output, fed the same random ids.
 Keras models are compiled with XLA (`jit_compile=True`); torch runs eager and, when it
@@ -156,6 +157,7 @@ def main():
     args = parser.parse_args()
     peak = matmul_peak()
     print(f"float32 matmul peak (2048^3, XLA): {peak / 1e9:.1f} GFLOP/s on this device")
+    print(f"Keras backend: {keras.backend.backend()} (set KERAS_BACKEND to compare)")
     rows, peers = [], args.peers.split(",")
     for shape in args.shapes.split(","):
         layers, hidden, heads = SHAPES[shape]
@@ -185,6 +187,7 @@ def main():
         flops = train_flops(layers, hidden, length) * batch
         for name, (forward, train) in results.items():
             row = {
+                "backend": keras.backend.backend(),
                 "shape": shape,
                 "impl": name,
                 "forward_seq_s": batch / forward,

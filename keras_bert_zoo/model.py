@@ -17,11 +17,14 @@ The model also carries its task: `task` ("encoder", "pretrainer", "classifier", 
 Everything else is plain `keras.Model`.
 """
 
+import sys
 from collections.abc import Mapping
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from keras_bert_zoo.layers.backend import BACKEND, is_traced
+from keras_bert_zoo.layers.input_checks import INPUT_NAMES, InputChecks
 
 
 def _dtype(value) -> str:
@@ -33,8 +36,12 @@ def _dtype(value) -> str:
     return keras.backend.standardize_dtype(dtype)
 
 
-def _symbolic(value) -> bool:
-    return keras.backend.is_keras_tensor(value) or tf.is_symbolic_tensor(value)
+def _all_layers(model):
+    """Every layer of `model`, nested models' included."""
+    for layer in model.layers:
+        yield layer
+        if isinstance(layer, keras.Model):
+            yield from _all_layers(layer)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -73,7 +80,7 @@ class BertModel(keras.Model):
                 f"{sorted(expected)}. Received keys: {sorted(inputs)}."
             )
         for key in expected:
-            if _symbolic(inputs[key]):  # Keras' own graph-mode plumbing (e.g. fit under a
+            if is_traced(inputs[key]):  # Keras' own graph-mode plumbing (e.g. fit under a
                 continue  # tf.distribute strategy) hands over cast placeholders
             dtype = _dtype(inputs[key])
             if "int" not in dtype:
@@ -91,11 +98,26 @@ class BertModel(keras.Model):
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self._check_inputs(inputs), *args, **kwargs)
 
+    def _check_values(self, inputs):
+        """Range and padding checks of concrete dict data, before any step is compiled.
+
+        On JAX and PyTorch the compiled steps can carry no assertion (TensorFlow's graph
+        steps do), so `InputChecks` would only see shapes there: it reads the data here.
+        """
+        checks = [layer for layer in _all_layers(self) if isinstance(layer, InputChecks)]
+        values = [inputs.get(name) for name in INPUT_NAMES]
+        if checks and not any(v is None or is_traced(v) for v in values):
+            checks[0].check_values(*(keras.ops.convert_to_numpy(v) for v in values))
+
     def _check_data(self, x):
         """`x` of fit/evaluate/predict: dicts checked (extra keys dropped), datasets' specs."""
         if isinstance(x, Mapping):
-            return self._check_inputs(x)
-        if isinstance(x, tf.data.Dataset) and isinstance(self.input, Mapping):
+            checked = self._check_inputs(x)
+            if BACKEND != "tensorflow":
+                self._check_values(checked)
+            return checked
+        tf = sys.modules.get("tensorflow")  # a tf.data dataset implies TensorFlow is loaded
+        if tf is not None and isinstance(x, tf.data.Dataset) and isinstance(self.input, Mapping):
             spec = x.element_spec
             spec = spec[0] if isinstance(spec, tuple) else spec
             if isinstance(spec, Mapping):

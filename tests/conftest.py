@@ -1,19 +1,39 @@
-"""Shared fixtures: tiny architectures, the real MiniLM checkpoint converted once per session."""
+"""Shared fixtures: tiny architectures, the real MiniLM checkpoint converted once per session.
+
+The suite runs once per Keras backend (`make test`): on TensorFlow every test module but the
+other backends' `test_backend_<name>*.py`; with `KERAS_BACKEND=jax` or `torch` only that
+backend's modules (the other modules use TensorFlow directly).
+"""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if os.environ.get("KERAS_BACKEND") == "jax":  # two host devices for the data parallel test;
+    # set before Keras starts JAX (TensorFlow's own XLA would read it too)
+    os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-# Two logical CPU devices, so tf.distribute is tested for real (MirroredStrategy); this must
-# happen before TensorFlow initialises its devices.
-_cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
-)
+BACKEND = keras.backend.backend()
+collect_ignore = [
+    path.name
+    for path in Path(__file__).parent.glob("test_*.py")
+    if not path.name.startswith(f"test_backend_{BACKEND}")
+    and (BACKEND != "tensorflow" or path.name.startswith("test_backend_"))
+]
+
+if BACKEND == "tensorflow":
+    import tensorflow as tf
+
+    # Two logical CPU devices, so tf.distribute is tested for real (MirroredStrategy); this
+    # must happen before TensorFlow initialises its devices.
+    _cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+    )
 
 TINY = dict(
     vocabulary_size=1000,

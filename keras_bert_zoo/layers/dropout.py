@@ -11,22 +11,29 @@ inside XLA, so this layer uses it only while tracing under `jit_compile=True` an
 behaves exactly like `keras.layers.Dropout` (same seed generator, same saved variables).
 The check for an XLA trace is TensorFlow's own (the one `tf.function(jit_compile=True)`
 enters), imported from a private module; if a TensorFlow release moves it, the layer falls
-back to Keras' path rather than failing.
+back to Keras' path rather than failing. On JAX and PyTorch the layer is exactly
+`keras.layers.Dropout` (the backend's own generator; JAX's default is Threefry already) and
+imports no TensorFlow; its seed state is the same saved variable on every backend, so exact
+resume restores it everywhere.
 """
 
 import keras
-import tensorflow as tf
 
-try:  # private TensorFlow module: if a release moves it, Keras' generator is used
-    from tensorflow.python.ops import control_flow_util
-except ImportError:  # pragma: no cover - depends on the TensorFlow release
-    control_flow_util = None
+from keras_bert_zoo.layers.backend import tf
+
+control_flow_util = None
+if tf is not None:  # TensorFlow backend only
+    try:  # private TensorFlow module: if a release moves it, Keras' generator is used
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover - depends on the TensorFlow release
+        control_flow_util = None
 
 
 def in_xla_trace() -> bool:
     """True while TensorFlow traces a function compiled with `jit_compile=True`."""
     if (
         control_flow_util is None
+        or tf is None
         or keras.backend.backend() != "tensorflow"
         or tf.executing_eagerly()
     ):

@@ -3,15 +3,21 @@
 TensorFlow's gather returns zeros for out-of-range ids on GPU instead of failing, and a
 too-long sequence fails deep in a slice op; this layer turns both, mismatched shapes and
 left padding (which silently shifts positions) into errors that name the input and the fix.
-It is the one layer written with TensorFlow ops rather than `keras.ops`: Keras has no
-assertion op. Eagerly the checks raise `ValueError`;
-in a graph they are `tf.debugging` assertions (`InvalidArgumentError` with the same message);
-under XLA (`jit_compile=True`) TensorFlow drops assertions, so compiled training steps rely on
-the data pipeline (whose tokenizer can only emit in-range ids).
+On every backend, concrete values (NumPy arrays, eager TensorFlow tensors, JAX and PyTorch
+arrays outside a trace) are read and the checks raise `ValueError`. Traced values (a
+TensorFlow graph, a JAX tracer under `jax.jit` or Keras' compiled steps, `torch.compile`) have
+no contents to read: their static shapes and dtypes are checked with the same messages, and on
+TensorFlow only the value checks become `tf.debugging` assertions (`InvalidArgumentError` with
+the same message; Keras has no backend-neutral assertion op). Under XLA (`jit_compile=True`,
+and every JAX step) no assertion runs, so compiled steps rely on the data pipeline (whose
+tokenizer can only emit in-range ids) and on `BertModel.fit`/`predict`, which check concrete
+arrays with this layer before Keras compiles anything.
 """
 
 import keras
-import tensorflow as tf
+import numpy as np
+
+from keras_bert_zoo.layers.backend import is_traced, tf
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 LEFT_PADDING = (
@@ -45,26 +51,48 @@ class InputChecks(keras.layers.Layer):
         )
         return f"`{name}` must lie in [0, {limit}). Received: values from {low} to {high}. {fix}"
 
-    def _check_eager(self, token_ids, segment_ids, padding_mask):
+    def _check_static(self, token_ids, segment_ids, padding_mask):
+        """Shape and dtype checks: what is known of the inputs even while they are traced."""
+        if any(getattr(t.shape, "rank", 0) is None for t in (token_ids, segment_ids, padding_mask)):
+            return  # a TensorFlow graph tensor of unknown rank: the graph assertions check it
         shapes = [tuple(t.shape) for t in (token_ids, segment_ids, padding_mask)]
-        if len(set(shapes)) != 1 or len(shapes[0]) != 2:
+        known = [tuple(-1 if d is None else d for d in shape) for shape in shapes]
+        ranks_ok = all(len(shape) == 2 for shape in shapes)
+        dims_ok = ranks_ok and all(
+            len({d for d in dims if d != -1}) <= 1 for dims in zip(*known, strict=True)
+        )
+        if not dims_ok:
             raise ValueError(
                 "`token_ids`, `segment_ids` and `padding_mask` must all be [batch, sequence] "
                 "with the same shape. Received shapes: "
                 f"{dict(zip(INPUT_NAMES, shapes, strict=True))}"
             )
-        if shapes[0][1] > self.max_sequence_length:
-            raise ValueError(self._length_message(shapes[0][1]))
+        lengths = [shape[1] for shape in shapes if shape[1] is not None]
+        if lengths and lengths[0] > self.max_sequence_length:
+            raise ValueError(self._length_message(lengths[0]))
+        for name, values in zip(INPUT_NAMES, (token_ids, segment_ids, padding_mask), strict=True):
+            dtype = keras.backend.standardize_dtype(values.dtype)
+            if "int" not in dtype and not (name == "padding_mask" and dtype == "bool"):
+                raise ValueError(
+                    f"`{name}` must hold integer ids (int32). Received dtype {dtype}. Cast on "
+                    "purpose if they are whole numbers."
+                )
+
+    def check_values(self, token_ids, segment_ids, padding_mask):
+        """All checks on concrete values (NumPy or any backend's eager arrays)."""
+        self._check_static(token_ids, segment_ids, padding_mask)
         for name, values, limit in (
             ("token_ids", token_ids, self.vocabulary_size),
             ("segment_ids", segment_ids, self.num_segments),
         ):
-            if tf.size(values) == 0:
+            values = keras.ops.convert_to_numpy(values)
+            if values.size == 0:
                 continue
-            low, high = int(tf.reduce_min(values)), int(tf.reduce_max(values))
+            low, high = int(values.min()), int(values.max())
             if low < 0 or high >= limit:
                 raise ValueError(self._range_message(name, limit, low, high))
-        if not bool(tf.reduce_all(self._right_padded(padding_mask))):
+        mask = keras.ops.convert_to_numpy(padding_mask).astype("int32")
+        if not np.all(mask[:, 1:] <= mask[:, :-1]):
             raise ValueError(LEFT_PADDING)
 
     def _length_message(self, length):
@@ -74,13 +102,8 @@ class InputChecks(keras.layers.Layer):
             "`sequence_length`) or use a model with longer position embeddings."
         )
 
-    @staticmethod
-    def _right_padded(padding_mask):
-        """True where a row's mask never turns from 0 back to 1 (real tokens first)."""
-        mask = tf.cast(padding_mask, tf.int32)
-        return tf.reduce_all(mask[:, 1:] <= mask[:, :-1], axis=1)
-
     def _check_graph(self, token_ids, segment_ids, padding_mask):
+        """TensorFlow graph assertions of the value checks (TensorFlow backend only)."""
         checks = [
             tf.debugging.assert_equal(
                 tf.shape(token_ids),
@@ -111,18 +134,22 @@ class InputChecks(keras.layers.Layer):
             checks.append(
                 tf.debugging.assert_less(values, tf.cast(limit, values.dtype), message=message)
             )
+        mask = tf.cast(padding_mask, tf.int32)  # right padding: never 0 then 1 again
         checks.append(
-            tf.debugging.Assert(tf.reduce_all(self._right_padded(padding_mask)), [LEFT_PADDING])
+            tf.debugging.Assert(tf.reduce_all(mask[:, 1:] <= mask[:, :-1]), [LEFT_PADDING])
         )
         with tf.control_dependencies(checks):
             return [tf.identity(t) for t in (token_ids, segment_ids, padding_mask)]
 
     def call(self, inputs):
         token_ids, segment_ids, padding_mask = inputs
-        if tf.executing_eagerly():
-            self._check_eager(token_ids, segment_ids, padding_mask)
+        if not any(is_traced(t) for t in inputs):
+            self.check_values(token_ids, segment_ids, padding_mask)
             return [token_ids, segment_ids, padding_mask]
-        return self._check_graph(token_ids, segment_ids, padding_mask)
+        self._check_static(token_ids, segment_ids, padding_mask)
+        if tf is not None:
+            return self._check_graph(token_ids, segment_ids, padding_mask)
+        return [token_ids, segment_ids, padding_mask]
 
     def compute_output_shape(self, input_shape):
         return list(input_shape)

@@ -28,7 +28,18 @@ def set_precision(precision: str) -> None:
 
 
 def get_strategy(name: str = "none", tpu: str | None = None):
-    """A `tf.distribute` strategy by CLI name; "none" is the default (one device) strategy."""
+    """A `tf.distribute` strategy by CLI name; "none" is the default (one device) strategy.
+
+    tf.distribute drives TensorFlow models only: on another Keras backend only "none" works.
+    """
+    backend = keras.backend.backend()
+    if name != "none" and name in STRATEGIES and backend != "tensorflow":
+        raise ValueError(
+            f"`--strategy {name}` uses tf.distribute, which needs KERAS_BACKEND=tensorflow. "
+            f"Received: KERAS_BACKEND={backend}. Use `--strategy none` on {backend} (for data "
+            "parallel training on JAX, keras.distribution.DataParallel in Python), or run "
+            "with KERAS_BACKEND=tensorflow."
+        )
     if name == "none":
         return tf.distribute.get_strategy()
     if name == "mirrored":

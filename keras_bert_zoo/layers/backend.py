@@ -1,0 +1,38 @@
+"""The running Keras backend, and whether a value is concrete or being traced (issue 16).
+
+The model path runs on TensorFlow, JAX and PyTorch. TensorFlow is imported here only when
+Keras runs on it (`tf` is `None` otherwise), so building, saving and running models on JAX or
+PyTorch imports no TensorFlow. Keras has no public "is this value traced?" test, so
+`is_traced` asks each backend in its own terms: a TensorFlow graph tensor or a trace outside
+eager mode, a JAX tracer (`jax.jit`, `grad`, Keras' compiled steps), a PyTorch value under
+`torch.compile` or on the shape-only "meta" device, or a symbolic `keras.KerasTensor`.
+"""
+
+import keras
+
+BACKEND = keras.backend.backend()
+
+# Each backend's library is imported only when it is the running backend (Keras has already
+# imported it then, so this costs nothing).
+tf = jax = torch = None
+if BACKEND == "tensorflow":
+    import tensorflow as tf
+elif BACKEND == "jax":
+    import jax
+elif BACKEND == "torch":
+    import torch
+
+
+def is_traced(value) -> bool:
+    """True when `value` has no concrete contents to read (symbolic, traced or compiled)."""
+    if keras.backend.is_keras_tensor(value):
+        return True
+    if tf is not None:
+        return tf.is_symbolic_tensor(value) or (tf.is_tensor(value) and not tf.executing_eagerly())
+    if jax is not None:
+        return isinstance(value, jax.core.Tracer)
+    if torch is not None:
+        return torch.compiler.is_compiling() or (
+            isinstance(value, torch.Tensor) and value.device.type == "meta"
+        )
+    return False

@@ -1,0 +1,88 @@
+"""The model path on PyTorch (issue 16): run by `make test` as `KERAS_BACKEND=torch pytest`.
+
+Only collected when Keras runs on PyTorch (conftest.py): forward passes, input checks,
+`.keras` and preset round trips, a short eager fit, and the real MiniLM parity at 1e-4.
+"""
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+from conftest import TINY, random_inputs
+
+import keras_bert_zoo as kbz
+
+FIXTURES = Path(__file__).parent / "fixtures"
+NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+def numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+@pytest.fixture
+def encoder():
+    keras.utils.set_random_seed(3)
+    return kbz.build_encoder(**TINY)
+
+
+def test_keras_runs_on_torch():
+    assert keras.backend.backend() == "torch"
+
+
+def test_forward_predict_and_padding_invariance(encoder):
+    x = random_inputs(lengths=[12, 7, 3])
+    eager = numpy(encoder(x)["sequence_output"])
+    predicted = encoder.predict(x, verbose=0)["sequence_output"]
+    np.testing.assert_allclose(eager, predicted, atol=1e-5)
+    padded = {k: np.pad(v, [(0, 0), (0, 9)]) for k, v in x.items()}
+    longer = encoder.predict(padded, verbose=0)["sequence_output"]
+    real = x["padding_mask"].astype(bool)
+    np.testing.assert_allclose(longer[:, :12][real], predicted[real], atol=1e-5)
+
+
+def test_input_check_messages(encoder):
+    x = random_inputs()
+    bad = {**x, "segment_ids": x["segment_ids"] + 2}
+    with pytest.raises(ValueError, match=r"`segment_ids` must lie in \[0, 2\)"):
+        encoder(bad)
+    with pytest.raises(ValueError, match=r"`segment_ids` must lie in \[0, 2\)"):
+        encoder.predict(bad, verbose=0)
+    left = {**x, "padding_mask": x["padding_mask"][:, ::-1].copy()}
+    with pytest.raises(ValueError, match="right padding"):
+        encoder.predict(left, verbose=0)
+
+
+def test_keras_file_and_preset_round_trips(encoder, tmp_path):
+    tagger = kbz.build_tagger(encoder, num_tags=5)
+    tagger.save(tmp_path / "tagger.keras")
+    restored = kbz.load_model(tmp_path / "tagger.keras")
+    x = random_inputs()
+    np.testing.assert_array_equal(tagger.predict(x, verbose=0), restored.predict(x, verbose=0))
+    assert restored.task == "tagger"
+    vocabulary = ["[PAD]"] + [f"tok{i}" for i in range(1, 1000)]
+    directory = kbz.save_preset(encoder, tmp_path / "tiny", vocabulary=vocabulary, lowercase=True)
+    again = kbz.from_preset(str(directory)).predict(x, verbose=0)
+    np.testing.assert_array_equal(
+        again["pooled_output"], encoder.predict(x, verbose=0)["pooled_output"]
+    )
+
+
+def test_eager_fit_of_a_classifier_lowers_the_loss(encoder):
+    x = random_inputs(batch=8, length=12, seed=1, lengths=[12, 11, 10, 9, 8, 7, 6, 5])
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1], "int32")
+    classifier = kbz.build_classifier(encoder, num_classes=2)
+    classifier.compile(keras.optimizers.Adam(3e-3), kbz.tasks.classifier_loss(2))
+    before = classifier.evaluate(x, y, verbose=0)
+    history = classifier.fit(x, y, batch_size=8, epochs=10, verbose=0)
+    assert history.history["loss"][-1] < 0.5 * before
+
+
+def test_real_minilm_matches_huggingface_within_1e4(minilm_preset):
+    reference = dict(np.load(FIXTURES / "minilm_hf_reference.npz", allow_pickle=False))
+    encoder = kbz.from_preset(str(minilm_preset))
+    out = encoder({k: reference[k] for k in NAMES})
+    real = reference["padding_mask"].astype(bool)
+    error = np.abs(numpy(out["sequence_output"]) - reference["sequence_output"])[real]
+    assert error.max() < 1e-4
