@@ -54,6 +54,7 @@ kbz.save_preset(encoder, {str(tmp_path / "p")!r}, vocabulary=vocabulary, lowerca
 classifier = kbz.from_preset({str(tmp_path / "p")!r}, task="classifier", num_classes=2)
 classifier.predict(x, verbose=0)
 kbz.checkpoints.read_huggingface
+classifier.compile(optimizer=kbz.training.create_optimizer(1e-4, total_steps=4), loss="mse")
 print(sorted(m for m in ("tensorflow", "tensorflow_text") if m in sys.modules))
 
 class NoTensorFlow:  # as if TensorFlow were not installed

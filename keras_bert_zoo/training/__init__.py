@@ -14,42 +14,34 @@
 - `embed`: `embed_texts` / `run_embed` (`kbz embed`), sentence vectors of an embedder;
   `contrastive`: `run_finetune_embed` (`kbz finetune embed`), in-batch negatives training.
 
+Names are imported when first used (PEP 562): `training.optimizers` on JAX or PyTorch does
+not import TensorFlow, which the data pipelines and `tf.distribute` code need.
+
 >>> optimizer = kbz.training.create_optimizer(2e-5, total_steps=1000)
 """
 
-from keras_bert_zoo.training.contrastive import run_finetune_embed
-from keras_bert_zoo.training.distributed import (
-    PRECISIONS,
-    STRATEGIES,
-    StrategyTrainer,
-    get_strategy,
-    set_precision,
-)
-from keras_bert_zoo.training.embed import embed_texts, load_embedder, recall_at_k, run_embed
-from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
-from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay, create_optimizer
-from keras_bert_zoo.training.predict import run_predict
-from keras_bert_zoo.training.pretrain_runs import run_pretrain
-from keras_bert_zoo.training.resume import fit_resumable
-from keras_bert_zoo.training.runs import run_finetune
+from keras_bert_zoo._lazy import lazy_attributes
 
-__all__ = [
-    "FINETUNING_TASKS",
-    "NO_DECAY",
-    "PRECISIONS",
-    "STRATEGIES",
-    "StrategyTrainer",
-    "WarmupLinearDecay",
-    "create_optimizer",
-    "embed_texts",
-    "fit_resumable",
-    "get_strategy",
-    "load_embedder",
-    "recall_at_k",
-    "run_embed",
-    "run_finetune",
-    "run_finetune_embed",
-    "run_predict",
-    "run_pretrain",
-    "set_precision",
-]
+_PACKAGE = "keras_bert_zoo.training"
+_EXPORTS = {
+    "FINETUNING_TASKS": f"{_PACKAGE}.finetuning",
+    "NO_DECAY": f"{_PACKAGE}.optimizers",
+    "PRECISIONS": f"{_PACKAGE}.distributed",
+    "STRATEGIES": f"{_PACKAGE}.distributed",
+    "StrategyTrainer": f"{_PACKAGE}.distributed",
+    "WarmupLinearDecay": f"{_PACKAGE}.optimizers",
+    "create_optimizer": f"{_PACKAGE}.optimizers",
+    "embed_texts": f"{_PACKAGE}.embed",
+    "fit_resumable": f"{_PACKAGE}.resume",
+    "get_strategy": f"{_PACKAGE}.distributed",
+    "load_embedder": f"{_PACKAGE}.embed",
+    "recall_at_k": f"{_PACKAGE}.embed",
+    "run_embed": f"{_PACKAGE}.embed",
+    "run_finetune": f"{_PACKAGE}.runs",
+    "run_finetune_embed": f"{_PACKAGE}.contrastive",
+    "run_predict": f"{_PACKAGE}.predict",
+    "run_pretrain": f"{_PACKAGE}.pretrain_runs",
+    "set_precision": f"{_PACKAGE}.distributed",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
