@@ -35,6 +35,17 @@ if BACKEND == "tensorflow":
         _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
     )
 
+
+@pytest.fixture(scope="session")
+def mirrored_strategy():
+    """One `MirroredStrategy` over the two logical CPUs for the whole session: two instances
+    in one process give their all-reduces the same collective keys, and TensorFlow then
+    fails with "Shape mismatch in the collective instance" once their shapes differ."""
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    assert len(devices) == 2, "conftest sets up two logical CPU devices"
+    return tf.distribute.MirroredStrategy(devices)
+
+
 TINY = dict(
     vocabulary_size=1000,
     num_layers=2,

@@ -169,7 +169,7 @@ def test_one_bucketed_training_step_equals_a_full_length_step(tiny_preset, task)
     assert changed > 5  # the step did train
 
 
-def test_bucketed_batches_train_alike_on_two_mirrored_replicas(tiny_preset):
+def test_bucketed_batches_train_alike_on_two_mirrored_replicas(tiny_preset, mirrored_strategy):
     """The stream's batches of varying length under `MirroredStrategy` (the two logical CPUs
     of conftest, XLA per replica) end with the weights of one device."""
     preprocessor = kbz.BertPreprocessor.from_preset(tiny_preset, sequence_length=64)
@@ -179,9 +179,8 @@ def test_bucketed_batches_train_alike_on_two_mirrored_replicas(tiny_preset):
     schedule = batching.BatchSchedule(batching.real_lengths(x), 8, [16, 32, 64], seed=0)
     stream = batching.training_stream(x, y, schedule, sequence_targets=False)
     assert len(set(schedule.batches(0, 4)[1].tolist())) > 1  # shapes vary within the run
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     weights = []
-    for strategy in (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(devices)):
+    for strategy in (tf.distribute.get_strategy(), mirrored_strategy):
         with strategy.scope():
             keras.utils.set_random_seed(1)
             model = kbz.from_preset(tiny_preset, task="classifier", num_classes=2, dropout=0.0)
