@@ -128,6 +128,16 @@ def test_loaded_without_keras(exported):
     assert not any(r["keras_loaded"] for r in results.values())
 
 
+def test_each_weight_is_stored_once(exported):
+    # Keras' archive of a tracked model holds every weight twice (`variables/` and
+    # `_all_variables/`): 2x the disk of the preset. Ours: the weights plus dropout's seeds.
+    models, requests, _ = exported
+    for name, (model, _) in models.items():
+        stored = tf.train.list_variables(f"{requests[name]['path']}/variables/variables")
+        values = sum(int(np.prod(shape)) for key, shape in stored if "OBJECT_GRAPH" not in key)
+        assert model.count_params() <= values <= model.count_params() + 2 * len(model.layers)
+
+
 def test_token_id_signature_equals_keras(exported):
     models, requests, results = exported
     for name, (model, _) in models.items():

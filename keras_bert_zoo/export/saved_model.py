@@ -109,8 +109,10 @@ def export_saved_model(
         label_names = task_config.get("label_names")
     pairs = task in PAIR_TASKS if pairs is None else bool(pairs)
     length = preprocessor.sequence_length if preprocessor is not None else None
+    # The model is not `track`ed: on TensorFlow, Keras' archive then saves every weight twice
+    # (its Keras variables under `variables/` and the same values captured by the endpoints
+    # under `_all_variables/`). The endpoints' captures alone are what serving restores.
     archive = keras.export.ExportArchive()
-    archive.track(model)
     id_spec = tf.TensorSpec([None, length], tf.int32)
 
     def serve_token_ids(token_ids, segment_ids, padding_mask):
