@@ -6,6 +6,7 @@ TensorFlow is used here on purpose: tf.data is the input pipeline on every backe
 keras-hub), and `fit_resumable` takes a tf.data stream.
 """
 
+import json
 from pathlib import Path
 
 import jax
@@ -20,6 +21,7 @@ from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import fit_resumable
 
 DATA = Path(__file__).parent / "data"
+VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
 ONE_LAYER = {**TINY, "num_layers": 1}  # compiling dominates these tests: keep the graph small
 
 
@@ -154,3 +156,22 @@ def test_kbz_pretrain_runs_on_jax_and_tf_distribute_is_a_clear_error(tmp_path):
     assert main(argv) == 0
     pretrained = kbz.from_preset(str(tmp_path / "run" / "preset"), task="pretrainer")
     assert pretrained.count_params() > 4_000_000  # bert_tiny with its MLM and NSP heads
+
+
+def test_kbz_finetune_runs_on_jax_with_its_defaults(tmp_path, caplog):
+    # Defaults: XLA, length bucketing, validation, preset; the string-in SavedModel (TensorFlow
+    # ops) is skipped with a warning that says how to export, not a failure after training.
+    from keras_bert_zoo.cli import main
+
+    keras.utils.set_random_seed(0)
+    encoder = kbz.build_encoder(**{**TINY, "vocabulary_size": 30522, "max_sequence_length": 64})
+    preset = kbz.save_preset(encoder, tmp_path / "tiny", vocabulary=VOCABULARY, lowercase=True)
+    train = DATA / "finetune" / "sst2_train_head.tsv"
+    argv = ["finetune", "classify", "--preset", str(preset), "--train", str(train)]
+    argv += ["--validation", str(train), "--output", str(tmp_path / "run"), "--epochs", "1"]
+    argv += ["--batch-size", "8", "--sequence-length", "64"]
+    assert main(argv) == 0
+    assert "needs KERAS_BACKEND=tensorflow" in caplog.text
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert 0.0 <= metrics["accuracy"] <= 1.0 and not (tmp_path / "run" / "export").exists()
+    assert kbz.load_model(tmp_path / "run" / "model.keras").task == "classifier"
