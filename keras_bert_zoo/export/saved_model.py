@@ -33,6 +33,23 @@ WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
 PAIR_TASKS = ("question_answerer",)
 
 
+def export_on_this_backend(export: bool, preset_directory) -> bool:
+    """`export`, except when Keras runs off TensorFlow: the string-in SavedModel holds
+    TensorFlow tokenization ops, so TensorFlow builds it. The training runs ask before any
+    work, so a JAX or PyTorch run ends with its preset and a warning saying how to export it,
+    not with an error after training."""
+    if export and keras.backend.backend() != "tensorflow":
+        logger.warning(
+            "The SavedModel export needs KERAS_BACKEND=tensorflow (running on %s): skipped. "
+            "Export the result later with `KERAS_BACKEND=tensorflow kbz export %s DST`, or "
+            "pass --no-export.",
+            keras.backend.backend(),
+            preset_directory,
+        )
+        return False
+    return export
+
+
 def _version_directory(path, overwrite: bool) -> Path:
     path = Path(path)
     if not path.name.isdigit():

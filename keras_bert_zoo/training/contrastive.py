@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.export.saved_model import export_saved_model
+from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.layers.pooling import InBatchSimilarity
 from keras_bert_zoo.saving.atomic import write_json
@@ -149,6 +149,7 @@ def run_finetune_embed(
             "distinct texts. Lower --batch-size or add pairs."
         )
     output = Path(output)
+    export = export_on_this_backend(export, output / "preset")
     settings = dict(
         preset=str(preset), epochs=epochs, batch_size=batch_size, scale=scale, seed=seed,
         sequence_length=sequence_length, learning_rate=learning_rate,

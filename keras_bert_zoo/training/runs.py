@@ -16,7 +16,7 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo.choices import PREDICTION_FILES
-from keras_bert_zoo.export.saved_model import export_saved_model
+from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.atomic import write_json
@@ -145,16 +145,7 @@ def run_finetune(
     check_rates(learning_rate, warmup_fraction)
     check_length("--sequence-length", sequence_length, preset, minimum=8)
     check_minutes(checkpoint_every_minutes)
-    if export and keras.backend.backend() != "tensorflow":
-        # The string-in SavedModel holds TensorFlow tokenization ops: TensorFlow builds it.
-        logger.warning(
-            "The SavedModel export needs KERAS_BACKEND=tensorflow (running on %s): skipped. "
-            "Export the result later with `KERAS_BACKEND=tensorflow kbz export %s DST`, or "
-            "pass --no-export.",
-            keras.backend.backend(),
-            Path(output) / "preset",
-        )
-        export = False
+    export = export_on_this_backend(export, Path(output) / "preset")
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
     preprocessor = BertPreprocessor.from_preset(preset, sequence_length=sequence_length)
