@@ -183,3 +183,16 @@ def test_embedder_exports_sentence_transformers_pooling(tmp_path):
     restored = kbz.from_preset(str(back), task="embedder")
     inputs = random_inputs(batch=2, length=10)
     np.testing.assert_array_equal(np.asarray(restored(inputs)), np.asarray(model(inputs)))
+
+
+def test_converted_minilm_exports_its_sentence_transformers_pipeline(
+    minilm_preset, minilm_dir, tmp_path
+):
+    hf = kbz.checkpoints.export_huggingface(minilm_preset, tmp_path / "hf")
+    for name in ("modules.json", "1_Pooling/config.json"):  # as sentence-transformers wrote them
+        assert json.loads((hf / name).read_text()) == json.loads((minilm_dir / name).read_text())
+    original = load_file(str(minilm_dir / "model.safetensors"))
+    exported = load_file(str(hf / "model.safetensors"))
+    assert set(exported) == set(original) - {"embeddings.position_ids"}
+    for name in exported:
+        assert exported[name].tobytes() == original[name].tobytes(), name
