@@ -29,6 +29,7 @@ EXPECTED_PARAMETERS = {
     # vocabulary 119,547 and 21,128 rows on the BERT-Base shape
     "bert_base_multi": 177_853_440,
     "bert_base_zh": 102_267_648,
+    "all_minilm_l6_v2": 22_713_216,  # the real checkpoint builds it (test_minilm_preset.py)
 }
 LOWERCASE = {"bert_base_en": False, "bert_large_en": False, "bert_base_multi": False}
 

@@ -1,7 +1,8 @@
 """Checkpoint converters: name tables from other BERT formats to our variable paths.
 
 - `google`: Google's original TF1 release (encoder, pooler, MLM and NSP heads);
-- `huggingface`: transformers `BertModel` / `BertForPreTraining` / `BertForMaskedLM`;
+- `huggingface`: transformers `BertModel` / `BertForPreTraining` / `BertForMaskedLM`, and
+  (`huggingface_tasks`) the sequence / token classification and QA task models;
 - `keras_hub`: keras-hub `BertBackbone` presets, read as data;
 - `to_huggingface`: a preset directory back to a transformers directory;
 - `convert`: the entry point behind `kbz convert`, telling the formats apart.

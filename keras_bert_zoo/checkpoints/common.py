@@ -4,7 +4,8 @@ A converter reads a checkpoint into `{source_name: numpy array}`, maps it throug
 table of rows `(our_variable_path, [source_names], rule)`, and hands the result to
 `save_converted`, which checks the vocabulary and every shape against the architecture
 (naming the source file and variable on any mismatch), then writes a preset directory:
-task "pretrainer" when the checkpoint carried the MLM/NSP heads, else "encoder".
+task "pretrainer" when the checkpoint carried the MLM/NSP heads, a fine-tuned head's task
+(classifier, tagger, question_answerer) when it carried one, else "encoder".
 """
 
 import dataclasses
@@ -40,7 +41,8 @@ class Converted:
     `origins` maps each of our paths to the source variable name(s), for error messages;
     `new` lists our paths the checkpoint lacks (initialised fresh, and logged); `embedder`
     the sentence-embedding pooling the checkpoint was trained with, if it says (the preset's
-    `embedder` block).
+    `embedder` block); `task` and `task_config` a fine-tuned head's task and settings
+    (classifier, tagger, question_answerer), whose variables are in `tensors`.
     """
 
     architecture: dict
@@ -54,6 +56,8 @@ class Converted:
     new: set = dataclasses.field(default_factory=set)
     provenance: str = ""
     embedder: dict | None = None
+    task: str | None = None
+    task_config: dict = dataclasses.field(default_factory=dict)
 
 
 def apply_rule(rule: str | None, arrays: list) -> np.ndarray:
@@ -154,7 +158,15 @@ def build_converted_model(converted: Converted, heads: bool | None = None):
         if dropped:
             logger.info("%s: pretraining heads are not kept (encoder only).", converted.source_file)
     encoder = build_encoder(**converted.architecture)
-    model = build_task("pretrainer", encoder, max_predictions=MAX_PREDICTIONS) if heads else encoder
+    if converted.task:  # a fine-tuned head; tagger and QA graphs hold no pooler
+        model = build_task(converted.task, encoder, **converted.task_config)
+        kept = {v.path for v in model.weights}
+        if any(tensors.pop(p, None) is not None for p in POOLER_PATHS if p not in kept):
+            logger.info("%s: the pooler is not kept (%s).", converted.source_file, converted.task)
+    elif heads:
+        model = build_task("pretrainer", encoder, max_predictions=MAX_PREDICTIONS)
+    else:
+        model = encoder
     _check_shapes(model, converted)
     new = {v.path for v in model.weights if v.path not in tensors}
     unexpected = new - set(converted.new)

@@ -1,9 +1,12 @@
 """Hugging Face BERT directories (config.json + model.safetensors + vocab.txt) to presets.
 
 `BertModel`, `BertForPreTraining` and `BertForMaskedLM` checkpoints convert; the `cls.*`
-heads become our pretrainer's MLM/NSP heads. A sentence-transformers directory (`modules.json`
-naming a `Pooling` module, and maybe `Normalize`) also gives the preset's `embedder` block, so
-`kbz.from_preset(dir, task="embedder")` pools as the checkpoint was trained. Weights are read
+heads become our pretrainer's MLM/NSP heads. `BertForSequenceClassification`,
+`BertForTokenClassification` and `BertForQuestionAnswering` give a classifier, tagger or
+question_answerer preset with its head and label names (`huggingface_tasks`). A
+sentence-transformers directory (`modules.json` naming a `Pooling` module, and maybe
+`Normalize`) also gives the preset's `embedder` block, so `kbz.from_preset(dir,
+task="embedder")` pools as the checkpoint was trained. Weights are read
 with safetensors only: pickle (`pytorch_model.bin`) runs code when loaded and is refused unless
 `allow_pickle=True`.
 """
@@ -22,6 +25,7 @@ from keras_bert_zoo.checkpoints.common import (
     present_groups,
     save_converted,
 )
+from keras_bert_zoo.checkpoints.huggingface_tasks import read_huggingface_task
 from keras_bert_zoo.checkpoints.sentence_transformers import read_sentence_transformers_pooling
 from keras_bert_zoo.saving.vocabulary import is_uncased
 from keras_bert_zoo.saving.weights import read_weights
@@ -234,21 +238,24 @@ def read_huggingface(source, allow_pickle: bool = False) -> Converted:
     table = huggingface_name_table(architecture["num_layers"])
     groups = huggingface_head_tables()
     present = present_groups(groups, tensors)
+    task, task_config, task_rows = read_huggingface_task(
+        source / "config.json", tensors, source_file
+    )
     for group in present:
         table += groups[group]
-    converted, origins, used = map_tensors(table, tensors, source_file)
+    converted, origins, used = map_tensors(table + task_rows, tensors, source_file)
     unused = sorted(set(tensors) - used - set(_HF_IGNORED))
     if unused:
         raise ValueError(
-            f"{source_file}: variables {unused[:5]} are not BERT encoder variables "
-            "or pretraining heads (another architecture, e.g. RoBERTa or ALBERT, "
-            "or a task head?); nothing was written."
+            f"{source_file}: variables {unused[:5]} are not BERT encoder variables, "
+            "pretraining heads or a BERT task head (another architecture, e.g. RoBERTa or "
+            "ALBERT?); nothing was written."
         )
     heads = "mlm" in present or "nsp" in present
     new = set() if "pooler" in present else set(POOLER_PATHS)
     if heads and "nsp" not in present:
         new |= set(NSP_PATHS)  # BertForMaskedLM
-    if not heads:
+    if not heads and not task:
         logger.warning(
             "%s holds no pretraining heads (a BertModel): the preset is an encoder; "
             "task='pretrainer' gets new MLM/NSP heads.",
@@ -267,6 +274,7 @@ def read_huggingface(source, allow_pickle: bool = False) -> Converted:
         f"Converted from the Hugging Face checkpoint {source.resolve()}.",
     )
     result.embedder = read_sentence_transformers_pooling(source)
+    result.task, result.task_config = task, task_config
     return result
 
 
@@ -276,7 +284,9 @@ def convert_huggingface(
     """Converts a Hugging Face BERT directory to a preset directory.
 
     `BertForPreTraining` / `BertForMaskedLM` give a "pretrainer" preset (MLM and NSP heads;
-    a missing NSP head or pooler is new, and logged); `BertModel` gives an "encoder" preset.
+    a missing NSP head or pooler is new, and logged); `BertForSequenceClassification` /
+    `BertForTokenClassification` / `BertForQuestionAnswering` a classifier / tagger /
+    question_answerer preset with its head; `BertModel` gives an "encoder" preset.
 
     >>> kbz.checkpoints.convert_huggingface("hf_model_dir", "my_preset")
     """

@@ -3,7 +3,7 @@
 sentence-transformers saves its pipeline in `modules.json` (`Transformer` -> `Pooling` ->
 optional `Normalize`), the pooling mode in the `Pooling` module's `config.json`. This reads
 them (JSON only, no sentence-transformers import) into `{"pooling", "normalize"}`, the
-arguments of `kbz.build_embedder`.
+arguments of `kbz.build_embedder`, and writes them back for `kbz convert --to huggingface`.
 """
 
 import json
@@ -59,3 +59,34 @@ def read_sentence_transformers_pooling(source: Path) -> dict | None:
         )
         return None
     return {"pooling": modes[0], "normalize": "Normalize" in types}
+
+
+def write_sentence_transformers_files(directory: Path, architecture: dict, embedder: dict) -> None:
+    """Writes `modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json` for `embedder`.
+
+    The files sentence-transformers reads beside a transformers BERT directory to pool (and
+    normalise) as `kbz.build_embedder(**embedder)` does; `max_seq_length` is the encoder's.
+    """
+    pooling = embedder.get("pooling", "mean")
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": _ST_MODULES + "Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": _ST_MODULES + "Pooling"},
+    ]
+    if embedder.get("normalize", True):
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": _ST_MODULES + "Normalize"}
+        )
+    config = {"word_embedding_dimension": architecture["hidden_dim"]}
+    config.update({key: mode == pooling for key, mode in _ST_POOLING.items()})
+    config["pooling_mode_mean_sqrt_len_tokens"] = False
+    (directory / "1_Pooling").mkdir()
+    files = {
+        "modules.json": modules,
+        "1_Pooling/config.json": config,
+        "sentence_bert_config.json": {
+            "max_seq_length": architecture["max_sequence_length"],
+            "do_lower_case": False,  # the tokenizer (tokenizer_config.json) lowercases
+        },
+    }
+    for name, data in files.items():
+        (directory / name).write_text(json.dumps(data, indent=2) + "\n")

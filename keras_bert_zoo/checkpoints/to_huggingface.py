@@ -1,11 +1,15 @@
 """Back out to Hugging Face: a preset directory to a transformers BERT directory.
 
-Writes `config.json` (`BertForPreTraining` when the preset holds the MLM/NSP heads, else
-`BertModel`; `hidden_act` "gelu_new" for the tanh GELU, "gelu" for the exact one),
-`model.safetensors` (torch names, `[out, in]` Linear weights; the decoder is tied to the word
-embeddings, so it is not written), `vocab.txt`, `tokenizer_config.json` and
-`special_tokens_map.json`. The inverse of `convert_huggingface`: ours -> HF -> ours is
-bit-identical.
+Writes `config.json` (`BertForPreTraining` when the preset holds the MLM/NSP heads;
+`BertForSequenceClassification`, `BertForTokenClassification`, `BertForQuestionAnswering` for
+a fine-tuned classifier, tagger, question_answerer, with `id2label` from its label names (see
+`huggingface_tasks`); else `BertModel`; `hidden_act` "gelu_new" for the tanh GELU, "gelu" for
+the exact one), `model.safetensors` (torch names, `[out, in]` Linear weights; the decoder is
+tied to the word embeddings, so it is not written), `vocab.txt`, `tokenizer_config.json` and
+`special_tokens_map.json`; an embedder (or a preset with an `embedder` block) also gets
+sentence-transformers' `modules.json`, `1_Pooling/config.json` and `sentence_bert_config.json`.
+Variables with no counterpart in the written architecture are an error, not dropped. The
+inverse of `convert_huggingface`: ours -> HF -> ours is bit-identical, heads included.
 """
 
 import json
@@ -17,6 +21,12 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from keras_bert_zoo.checkpoints.huggingface import huggingface_head_tables, huggingface_name_table
+from keras_bert_zoo.checkpoints.huggingface_tasks import (
+    TASK_HEADS,
+    check_exportable_task,
+    huggingface_task_fields,
+)
+from keras_bert_zoo.checkpoints.sentence_transformers import write_sentence_transformers_files
 from keras_bert_zoo.saving.atomic import staged_directory
 from keras_bert_zoo.saving.preset import (
     check_new_directory,
@@ -45,10 +55,10 @@ def split_rule(rule: str | None, array: np.ndarray) -> list:
     return [part.T if part.ndim == 2 else part for part in parts]
 
 
-def huggingface_config(architecture: dict, heads: bool) -> dict:
-    """transformers' `BertConfig` fields for our architecture."""
+def huggingface_config(architecture: dict, model_class: str, task_fields=None) -> dict:
+    """transformers' `BertConfig` fields for our architecture, as `model_class`."""
     return {
-        "architectures": ["BertForPreTraining" if heads else "BertModel"],
+        "architectures": [model_class],
         "model_type": "bert",
         "vocab_size": architecture["vocabulary_size"],
         "hidden_size": architecture["hidden_dim"],
@@ -66,16 +76,31 @@ def huggingface_config(architecture: dict, heads: bool) -> dict:
         "position_embedding_type": "absolute",
         "tie_word_embeddings": True,
         "torch_dtype": "float32",
+        **(task_fields or {}),
     }
 
 
-def huggingface_tensors(tensors: dict, num_layers: int, heads: bool) -> dict:
-    """Our `{variable path: array}` to transformers' `{name: array}` (heads if `heads`)."""
-    table = huggingface_name_table(num_layers) + huggingface_head_tables()["pooler"]
-    prefix = "bert." if heads else ""
+def export_layout(config, tensors: dict) -> tuple[str, list, bool]:
+    """`(transformers class, head rows, pooler written)` for a preset's task and weights."""
+    tables = huggingface_head_tables()
+    if config.task in TASK_HEADS:
+        check_exportable_task(config.task, config.task_config, str(config.directory))
+        model_class, rows, pooler = TASK_HEADS[config.task]
+        return model_class, rows, pooler
+    if config.task == "pretrainer" and "mlm_head/dense/kernel" in tensors:
+        return "BertForPreTraining", tables["mlm"] + tables["nsp"], True
+    return "BertModel", [], "pooled_dense/kernel" in tensors  # an embedder has no pooler
+
+
+def huggingface_tensors(
+    tensors: dict, num_layers: int, model_class: str, head_rows: list, pooler: bool = True
+) -> dict:
+    """Our `{variable path: array}` to transformers' `{name: array}` for `model_class`."""
+    table = huggingface_name_table(num_layers)
+    table += huggingface_head_tables()["pooler"] if pooler else []
+    prefix = "" if model_class == "BertModel" else "bert."
     rows = [(ours, [prefix + n for n in names], rule) for ours, names, rule in table]
-    if heads:
-        rows += huggingface_head_tables()["mlm"] + huggingface_head_tables()["nsp"]
+    rows += head_rows
     out = {}
     for ours, names, rule in rows:
         if ours not in tensors:
@@ -83,18 +108,22 @@ def huggingface_tensors(tensors: dict, num_layers: int, heads: bool) -> dict:
         for name, part in zip(names, split_rule(rule, tensors[ours]), strict=True):
             out[name] = np.ascontiguousarray(part, dtype=np.float32)
     used = {ours for ours, _, _ in rows}
-    dropped = sorted(set(tensors) - used)
-    if dropped:
-        logger.warning(
-            "Not exported (no BertModel/BertForPreTraining counterpart): %s", ", ".join(dropped[:6])
+    left = sorted(set(tensors) - used)
+    if left:
+        raise ValueError(
+            f"The preset's variables {left[:6]} have no counterpart in transformers' "
+            f"{model_class}; nothing was written (a head of another structure?)."
         )
     return out
 
 
-def _write(staging: Path, config, tensors: dict, heads: bool) -> None:
+def _write(staging: Path, config, tensors: dict, model_class: str) -> None:
     architecture = config.architecture
+    fields = None
+    if config.task in TASK_HEADS:
+        fields = huggingface_task_fields(config.task, config.task_config)
     (staging / "config.json").write_text(
-        json.dumps(huggingface_config(architecture, heads), indent=2) + "\n"
+        json.dumps(huggingface_config(architecture, model_class, fields), indent=2) + "\n"
     )
     save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
     shutil.copyfile(config.vocabulary_path, staging / "vocab.txt")
@@ -108,13 +137,16 @@ def _write(staging: Path, config, tensors: dict, heads: bool) -> None:
     }
     (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer, indent=2) + "\n")
     (staging / "special_tokens_map.json").write_text(json.dumps(_SPECIAL_TOKENS, indent=2) + "\n")
+    pooling = config.task_config if config.task == "embedder" else config.embedder
+    if pooling:
+        write_sentence_transformers_files(staging, architecture, pooling)
 
 
 def export_huggingface(preset, destination, overwrite: bool = False) -> Path:
     """Writes a preset directory as a transformers BERT directory.
 
-    >>> kbz.checkpoints.export_huggingface("my_preset", "hf_dir")
-    >>> transformers.BertForPreTraining.from_pretrained("hf_dir")  # elsewhere
+    >>> kbz.checkpoints.export_huggingface("runs/sst2/preset", "hf_dir")
+    >>> transformers.AutoModelForSequenceClassification.from_pretrained("hf_dir")  # elsewhere
     """
     destination = check_new_directory(destination, overwrite)  # before any reading
     config = read_preset_directory(preset)
@@ -124,9 +156,11 @@ def export_huggingface(preset, destination, overwrite: bool = False) -> Path:
             "with kbz.from_preset (downloads) or convert a checkpoint first."
         )
     tensors = read_preset_weights(config)
-    heads = config.task == "pretrainer" and "mlm_head/dense/kernel" in tensors
-    hf_tensors = huggingface_tensors(tensors, config.architecture["num_layers"], heads)
+    model_class, head_rows, pooler = export_layout(config, tensors)
+    hf_tensors = huggingface_tensors(
+        tensors, config.architecture["num_layers"], model_class, head_rows, pooler
+    )
     with staged_directory(destination) as staging:
-        _write(staging, config, hf_tensors, heads)
-    logger.info("Wrote %s (%s).", destination, "BertForPreTraining" if heads else "BertModel")
+        _write(staging, config, hf_tensors, model_class)
+    logger.info("Wrote %s (%s).", destination, model_class)
     return destination

@@ -32,7 +32,8 @@ def run_presets(args) -> int:
         print(
             f"{name:26s} L{arch['num_layers']:<3d} H{arch['hidden_dim']:<5d} "
             f"A{arch['num_heads']:<3d} params {config.num_parameters:>12,}  "
-            f"{'uncased' if config.lowercase else 'cased'}"
+            f"{'uncased' if config.lowercase else 'cased':8s} "
+            f"{config.metadata.get('description', '')}"
         )
     return 0
 

@@ -22,5 +22,5 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_attributes(
-    __name__, _EXPORTS, ("downloads", "factory", "pins", "registry")
+    __name__, _EXPORTS, ("downloads", "factory", "hub", "pins", "registry", "transfer")
 )

@@ -1,7 +1,8 @@
 """Pretrained weights of named presets: download once, verify, convert, cache.
 
 `fetch_preset_weights(config)` (called by `from_preset` when a named preset has no cached
-weights) downloads the preset's archive (`weights.source.url`, Google's zip) with a progress
+weights) fetches a Hugging Face file set with `hub` (format "huggingface"), or downloads the
+preset's archive (`weights.source.url`, Google's zip) with a progress
 bar into a temporary file, checks its sha256 *before* unpacking (against the preset's pin,
 or for an unpinned preset the hash recorded on its first use), unpacks it safely (no
 absolute paths, `..` or links), checks the files pinned by `weights.source.files_sha256`
@@ -20,20 +21,16 @@ An archive put by hand at `cache_dir()/downloads/<file>` is used instead of down
 and checked the same way.
 """
 
-import hashlib
 import logging
 import os
 import re
 import shutil
 import tempfile
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path, PurePosixPath
 
-from tqdm.auto import tqdm
-
 from keras_bert_zoo.checkpoints.google import convert_google, read_google_config
+from keras_bert_zoo.presets.hub import fetch_huggingface_files
 from keras_bert_zoo.presets.pins import (
     check_allowed,
     record_archive,
@@ -41,6 +38,7 @@ from keras_bert_zoo.presets.pins import (
     verify_files,
 )
 from keras_bert_zoo.presets.registry import cache_dir, downloads_dir
+from keras_bert_zoo.presets.transfer import MIRROR_ENV, download
 from keras_bert_zoo.saving.archives import safe_extract
 from keras_bert_zoo.saving.atomic import fsync_path
 from keras_bert_zoo.saving.checksums import sha256_file
@@ -48,8 +46,6 @@ from keras_bert_zoo.saving.preset import PRESET_FILE, WEIGHTS_FILE, read_preset_
 
 logger = logging.getLogger(__name__)
 
-MIRROR_ENV = "KBZ_WEIGHTS_MIRROR"
-_TIMEOUT_S = 60
 _ARCHIVE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.zip$")
 
 
@@ -69,39 +65,6 @@ def archive_name(url: str) -> str:
     if not _ARCHIVE_NAME.match(name):
         raise ValueError(f"Weights URL {url!r} does not end in a plain .zip file name.")
     return name
-
-
-def download(url: str, destination: Path) -> str:
-    """Streams `url` into `destination` with a progress bar; returns the sha256 (hex).
-
-    Raises OSError (URLError included) when the server cannot be reached or the transfer
-    stops short.
-    """
-    if urllib.parse.urlparse(url).scheme not in ("https", "http", "file"):
-        raise OSError(f"unsupported URL scheme in {url!r}")
-    digest, size = hashlib.sha256(), 0
-    request = urllib.request.Request(url, headers={"User-Agent": "keras-bert-zoo"})
-    with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
-        total = int(response.headers.get("Content-Length") or 0) or None
-        with (
-            open(destination, "wb") as out,
-            tqdm(
-                total=total,
-                unit="B",
-                unit_scale=True,
-                unit_divisor=1024,
-                desc=destination.name,
-                disable=None,
-            ) as bar,
-        ):
-            for block in iter(lambda: response.read(1 << 20), b""):
-                out.write(block)
-                digest.update(block)
-                size += len(block)
-                bar.update(len(block))
-    if total is not None and size != total:
-        raise OSError(f"the transfer stopped after {size} of {total} bytes")
-    return digest.hexdigest()
 
 
 def find_checkpoint_folder(root: Path) -> Path:
@@ -187,11 +150,13 @@ def fetch_preset_weights(config) -> Path:
             f"it and load preset '{config.name}' again."
         )
     source = config.weights_source or {}
+    if source.get("format") == "huggingface":  # a Hugging Face file set (all_minilm_l6_v2)
+        return fetch_huggingface_files(config, cached)
     if source.get("format") != "google_tf1":
         raise unavailable_error(
             config,
-            f"its format {source.get('format')!r} is not "
-            "'google_tf1', the only one fetched automatically",
+            f"its format {source.get('format')!r} is neither "
+            "'google_tf1' nor 'huggingface', the ones fetched automatically",
         )
     check_allowed(config)  # KBZ_REQUIRE_PINNED=1 and an unpinned preset: refused here
     cached.parent.mkdir(parents=True, exist_ok=True)

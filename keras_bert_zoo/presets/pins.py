@@ -6,7 +6,9 @@ A named preset's `weights.source` pins its release in one of two ways, both chec
 - `sha256`: the hash of the archive itself, checked before it is unpacked.
 - `files_sha256`: `{file name: sha256}` of the files inside the release folder (Google
   publishes no hash of its zips; NVIDIA DeepLearningExamples publishes these, see the
-  preset's `weights.source.pins`). After the safe unpacking and before anything is parsed
+  preset's `weights.source.pins`), or of each file of a Hugging Face file set (format
+  "huggingface", fetched file by file by `hub`; names may be one folder deep, such as
+  `1_Pooling/config.json`). After the safe unpacking and before anything is parsed
   or converted, every listed file must exist and match. `bert_model.ckpt.meta` alone may be
   missing: the converter never reads it (the TF1 checkpoint reader needs only `.index` and
   the `.data-*` shard it names); when present it is checked too. Files the list does not
@@ -45,9 +47,11 @@ REQUIRED_FILES = (
     "bert_model.ckpt.index",
     "vocab.txt",
 )
+HUGGINGFACE_REQUIRED_FILES = ("config.json", "model.safetensors", "vocab.txt")
 OPTIONAL_FILES = ("bert_model.ckpt.meta",)  # the TF1 graph; the converter never reads it
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_PLAIN_NAME = re.compile(rf"^{_PART}(/{_PART})?$")  # no "..", no absolute path
 _YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
@@ -85,21 +89,25 @@ def pinned_files(config) -> dict:
     >>> sorted(pinned_files(kbz.presets.load_preset_config("bert_base_en_uncased")))[-1]
     'vocab.txt'
     """
-    files = (config.weights_source or {}).get("files_sha256") or {}
+    source = config.weights_source or {}
+    files = source.get("files_sha256") or {}
+    required = REQUIRED_FILES
+    if source.get("format") == "huggingface":
+        required = HUGGINGFACE_REQUIRED_FILES
     where = f"Preset '{config.name}': weights.source.files_sha256"
     if not isinstance(files, dict) or not all(
         isinstance(name, str) and _PLAIN_NAME.match(name) and _is_sha256(digest)
         for name, digest in files.items()
     ):
         raise ValueError(
-            f"{where} must map plain file names (e.g. 'vocab.txt') to 64-hex-digit sha256 "
-            f"values; got {files!r}. Fix the preset file."
+            f"{where} must map plain file names (e.g. 'vocab.txt', at most one folder deep) "
+            f"to 64-hex-digit sha256 values; got {files!r}. Fix the preset file."
         )
-    missing = [name for name in REQUIRED_FILES if name not in files]
+    missing = [name for name in required if name not in files]
     if files and missing:
         raise ValueError(
             f"{where} lacks {missing}: every file the converter reads must be pinned "
-            f"({', '.join(REQUIRED_FILES)}). Fix the preset file."
+            f"({', '.join(required)}). Fix the preset file."
         )
     return {name: digest.lower() for name, digest in files.items()}
 

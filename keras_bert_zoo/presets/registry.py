@@ -32,7 +32,7 @@ def list_presets() -> list[str]:
     """Sorted names of the bundled presets.
 
     >>> kbz.list_presets()[:2]
-    ['bert_base_en', 'bert_base_en_uncased']
+    ['all_minilm_l6_v2', 'bert_base_en']
     """
     return sorted(p.stem for p in builtin_presets_dir().glob("*.json"))
 
