@@ -7,7 +7,7 @@ As in `commands`, the implementation (Keras, TensorFlow) is imported when a comm
 import json
 from pathlib import Path
 
-from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli import commands, lora_flags
 from keras_bert_zoo.cli.commands import _load
 
 
@@ -32,13 +32,14 @@ def run_finetune_embed(args) -> int:
         epochs=args.epochs,
         batch_size=args.batch_size,
         sequence_length=args.sequence_length,
-        learning_rate=args.learning_rate,
+        learning_rate=lora_flags.learning_rate(args),
         warmup_fraction=args.warmup_fraction,
         scale=args.scale,
         seed=args.seed,
         jit_compile=args.jit_compile,
         export=not args.no_export,
         overwrite=args.overwrite,
+        **lora_flags.lora_options(args),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)
