@@ -235,7 +235,7 @@ def _finetune(preset, train, output):
     return runs.run_finetune(
         "classifier", str(preset), str(train), str(train), str(output), epochs=2,
         batch_size=16, sequence_length=32, checkpoint_every=2, export=False, verbose=0,
-        lora_rank=4, jit_compile=False, bucketing=False,
+        lora_rank=4, jit_compile=False, bucketing=False, keep="last",
     )  # fmt: skip
 
 
