@@ -15,6 +15,7 @@ from keras_bert_zoo import lora
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.training import runs
 from keras_bert_zoo.training.checkpoint_files import load_weights_file, write_arrays
+from keras_bert_zoo.training.validation import ValidationCallback
 
 DATA = Path(__file__).parent / "data" / "finetune"
 VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
@@ -257,3 +258,19 @@ def test_an_interrupted_lora_run_resumes_to_the_uninterrupted_weights(
             np.testing.assert_allclose(resumed[key], straight[key], atol=1e-6, err_msg=key)
     adapter = load_file(tmp_path / "straight" / "adapter.safetensors")
     assert np.abs(adapter["transformer_layer_0/output_dense/lora_kernel_b"]).max() > 0
+
+
+def test_the_best_epoch_of_a_lora_run_is_restored_with_its_adapters(tmp_path):
+    """`--keep best` reloads an earlier epoch: its adapters, not merged kernels and zeros."""
+    model = kbz.enable_lora(_classifier(), rank=2)
+    scores = iter([0.9, 0.5])  # epoch 1 is the best
+    callback = ValidationCallback(lambda network: {"accuracy": next(scores)}, tmp_path)
+    callback.set_model(model)
+    _train(model)
+    best = _values(model)
+    callback.on_epoch_end(0)
+    _train(model)
+    callback.on_epoch_end(1)
+    assert callback.restore_best()["epoch"] == 1
+    for path, value in _values(model).items():
+        np.testing.assert_array_equal(value, best[path], err_msg=path)
