@@ -90,13 +90,40 @@ def child(name: str, seed: int, preset: str) -> dict:
     }
 
 
+def table(results: list, names: list) -> None:
+    """The Markdown table of RESULTS.md from the per-run results (JSON lines)."""
+    full = [r for r in results if r["config"] == "full"]
+    print("| configuration | learning rate | trainable parameters | peak RSS, MB | step, s | "
+          "step / full | held-out accuracy (per seed) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        rows = [r for r in results if r["config"] == name]
+        per_seed = ", ".join(f"{r['accuracy']:.4f}" for r in rows)
+        ratios = [r["step_seconds"] / f["step_seconds"] for r, f in zip(rows, full, strict=False)]
+        print(
+            f"| {name} | {rows[0]['learning_rate']:g} | {rows[0]['trainable']:,} "
+            f"({rows[0]['trainable'] / rows[0]['total']:.2%}) | "
+            f"{statistics.mean(r['peak_rss_mb'] for r in rows):.0f} | "
+            f"{statistics.mean(r['step_seconds'] for r in rows):.3f} | "
+            f"{statistics.mean(ratios):.2f} | "
+            f"{statistics.mean(r['accuracy'] for r in rows):.4f} "
+            f"({per_seed}) |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--preset", help=argparse.SUPPRESS)
+    parser.add_argument("--summarize", help="print the table of a saved log's JSON lines")
     args = parser.parse_args()
+    if args.summarize:
+        lines = Path(args.summarize).read_text().splitlines()
+        results = [json.loads(line) for line in lines if line.startswith("{")]
+        table(results, [n for n in args.configs if any(r["config"] == n for r in results)])
+        return
     if args.child:
         print(json.dumps(child(args.child, args.seeds[0], args.preset)))
         return
@@ -115,23 +142,7 @@ def main() -> None:
             ).stdout
             results.append(json.loads(out.strip().splitlines()[-1]))
             print(json.dumps(results[-1]), flush=True)
-    full = [r for r in results if r["config"] == "full"]
-    print("| configuration | learning rate | trainable parameters | peak RSS, MB | step, s | "
-          "step / full | held-out accuracy (per seed) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
-    for name in args.configs:
-        rows = [r for r in results if r["config"] == name]
-        per_seed = ", ".join(f"{r['accuracy']:.4f}" for r in rows)
-        ratios = [r["step_seconds"] / f["step_seconds"] for r, f in zip(rows, full, strict=False)]
-        print(
-            f"| {name} | {rows[0]['learning_rate']:g} | {rows[0]['trainable']:,} "
-            f"({rows[0]['trainable'] / rows[0]['total']:.2%}) | "
-            f"{statistics.mean(r['peak_rss_mb'] for r in rows):.0f} | "
-            f"{statistics.mean(r['step_seconds'] for r in rows):.3f} | "
-            f"{statistics.mean(ratios):.2f} | "
-            f"{statistics.mean(r['accuracy'] for r in rows):.4f} "
-            f"({per_seed}) |"
-        )
+    table(results, args.configs)
 
 
 if __name__ == "__main__":

@@ -274,3 +274,26 @@ def test_the_best_epoch_of_a_lora_run_is_restored_with_its_adapters(tmp_path):
     assert callback.restore_best()["epoch"] == 1
     for path, value in _values(model).items():
         np.testing.assert_array_equal(value, best[path], err_msg=path)
+
+
+def test_finetune_embed_with_lora_writes_a_merged_embedder_and_the_adapter(tmp_path):
+    from test_embedder import SQUAD_SUBSET, _squad_pairs, _tiny_preset
+
+    rows = _squad_pairs(SQUAD_SUBSET)
+    (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n")
+    preset = _tiny_preset(tmp_path / "tiny", rows[1:])
+    run = ["finetune", "embed", "--preset", str(preset), "--train", str(tmp_path / "pairs.tsv"),
+           "--validation", str(tmp_path / "pairs.tsv"), "--output", str(tmp_path / "run"),
+           "--batch-size", "8", "--epochs", "1", "--sequence-length", "64", "--no-export",
+           "--lora-rank", "4", "--lora-targets", "attention"]  # fmt: skip
+    assert main(run) == 0
+    assert not any(
+        "lora" in k for k in load_file(tmp_path / "run/preset/model.weights.safetensors")
+    )
+    merged = kbz.from_preset(str(tmp_path / "run" / "preset"), task="embedder")
+    with_adapter = kbz.from_preset(str(preset), task="embedder")
+    kbz.load_lora_weights(with_adapter, tmp_path / "run" / "adapter.safetensors")
+    base = kbz.from_preset(str(preset), task="embedder")
+    x = random_inputs(batch=3, length=12)
+    np.testing.assert_allclose(_numpy(with_adapter(x)), _numpy(merged(x)), atol=1e-5)
+    assert np.abs(_numpy(base(x)) - _numpy(merged(x))).max() > 1e-4  # the adapters trained
