@@ -248,7 +248,6 @@ def run_predict(args) -> int:
         sequence_length=args.sequence_length,
         jit_compile=args.jit_compile,
         bucketing=args.bucketing,
-        **lora_flags.lora_options(args),
         **options,
     )
     print(f"Wrote {', '.join(result['files'])}")
