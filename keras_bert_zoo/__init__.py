@@ -25,6 +25,7 @@ _SUBPACKAGES = (
     "encoder",
     "export",
     "layers",
+    "lora",
     "metrics",
     "model",
     "presets",
@@ -44,10 +45,14 @@ _EXPORTS = {
     "build_pretrainer": "keras_bert_zoo.pretraining",
     "build_question_answerer": "keras_bert_zoo.tasks",
     "build_tagger": "keras_bert_zoo.tasks",
+    "enable_lora": "keras_bert_zoo.lora",
     "export_saved_model": "keras_bert_zoo.export",
     "from_preset": "keras_bert_zoo.presets.factory",
     "list_presets": "keras_bert_zoo.presets.registry",
+    "load_lora_weights": "keras_bert_zoo.saving.adapters",
     "load_model": "keras_bert_zoo.saving.models",
+    "merge_lora": "keras_bert_zoo.lora",
+    "save_lora_weights": "keras_bert_zoo.saving.adapters",
     "save_preset": "keras_bert_zoo.saving.models",
 }
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])

@@ -158,6 +158,27 @@ def test_jit_fit_of_a_classifier_lowers_the_loss(encoder):
     assert classifier.train_on_batch(x, y) < before  # the failing call
 
 
+def test_lora_trains_only_adapters_and_head_under_jit_and_merges(encoder, tmp_path):
+    x = random_inputs(batch=8, length=12, seed=1, lengths=[12, 11, 10, 9, 8, 7, 6, 5])
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1], "int32")
+    classifier = kbz.enable_lora(kbz.build_classifier(encoder, num_classes=2), rank=4)
+    frozen = [numpy(v).copy() for v in kbz.lora.base_kernels(classifier)]
+    classifier.compile(keras.optimizers.Adam(1e-2), kbz.tasks.classifier_loss(2), jit_compile=True)
+    before = classifier.evaluate(x, y, verbose=0)
+    classifier.fit(x, y, batch_size=8, epochs=5, verbose=0)
+    assert classifier.evaluate(x, y, verbose=0) < before
+    for value, variable in zip(frozen, kbz.lora.base_kernels(classifier), strict=True):
+        np.testing.assert_array_equal(numpy(variable), value)
+    np.testing.assert_allclose(
+        numpy(kbz.merge_lora(classifier)(x)), numpy(classifier(x)), atol=1e-5
+    )
+    path = kbz.save_lora_weights(classifier, tmp_path / "adapter.safetensors")
+    keras.utils.set_random_seed(3)  # the fixture's base weights again, a new head
+    fresh = kbz.build_classifier(kbz.build_encoder(**TINY), num_classes=2)
+    kbz.load_lora_weights(fresh, path)
+    np.testing.assert_allclose(numpy(fresh(x)), numpy(classifier(x)), atol=1e-6)
+
+
 def test_jit_fit_of_a_pretrainer_lowers_the_loss(encoder):
     rng = np.random.default_rng(0)
     x = random_inputs(batch=4, length=16, lengths=[16] * 4)

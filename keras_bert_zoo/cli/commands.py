@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
+from keras_bert_zoo.cli import lora_flags
 
 # Command-line task names -> the package's task names (`keras_bert_zoo.tasks.TASKS`).
 FINETUNE_TASKS = {"classify": "classifier", "tag": "tagger", "qa": "question_answerer"}
@@ -89,7 +90,7 @@ def run_finetune(args) -> int:
         epochs=args.epochs,
         batch_size=args.batch_size,
         sequence_length=args.sequence_length,
-        learning_rate=args.learning_rate,
+        learning_rate=lora_flags.learning_rate(args),
         warmup_fraction=args.warmup_fraction,
         strategy=args.strategy,
         tpu=args.tpu,
@@ -103,12 +104,14 @@ def run_finetune(args) -> int:
         export=not args.no_export,
         keep=args.keep,
         bucketing=args.bucketing,
+        **lora_flags.lora_options(args),
         **options,
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)
     written = [
         ("model.keras", "the Keras model (kbz.load_model)"),
+        ("adapter.safetensors", "LoRA adapters and head alone (kbz.load_lora_weights)"),
         ("preset", "preset directory (kbz.from_preset, kbz predict --model)"),
         ("export/1", "SavedModel for TF Serving, raw strings in"),
         (PREDICTION_FILES[FINETUNE_TASKS[args.task]], "validation predictions"),

@@ -7,7 +7,7 @@ As in `commands`, the implementation (Keras, TensorFlow) is imported when a comm
 import json
 from pathlib import Path
 
-from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli import commands, lora_flags
 from keras_bert_zoo.cli.commands import _load
 
 
@@ -32,17 +32,20 @@ def run_finetune_embed(args) -> int:
         epochs=args.epochs,
         batch_size=args.batch_size,
         sequence_length=args.sequence_length,
-        learning_rate=args.learning_rate,
+        learning_rate=lora_flags.learning_rate(args),
         warmup_fraction=args.warmup_fraction,
         scale=args.scale,
         seed=args.seed,
         jit_compile=args.jit_compile,
         export=not args.no_export,
         overwrite=args.overwrite,
+        **lora_flags.lora_options(args),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)
     print(f"  {output / 'preset'}: the embedder (kbz embed --model {output})")
+    if (output / "adapter.safetensors").exists():
+        print(f"  {output / 'adapter.safetensors'}: LoRA adapters alone (kbz.load_lora_weights)")
     if (output / "export" / "1").exists():
         print(f"  {output / 'export' / '1'}: SavedModel, raw strings in, `embeddings` out")
     return 0

@@ -12,6 +12,7 @@ from keras_bert_zoo.cli import commands, embed_commands
 from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
 from keras_bert_zoo.cli.embed_parser import add_embed
+from keras_bert_zoo.cli.lora_flags import add_lora_arguments
 
 
 def _add_convert(subcommands) -> None:
@@ -121,6 +122,7 @@ def _add_finetune(subcommands) -> None:
     finetune.add_argument(
         "--scale", type=float, default=20.0, help="embed: cosine scale of the in-batch loss"
     )
+    add_lora_arguments(finetune)
     finetune.set_defaults(run=embed_commands.run_finetune)
 
 

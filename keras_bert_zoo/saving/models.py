@@ -65,7 +65,7 @@ def save_model_file(model, path, include_optimizer: bool = False) -> Path:
     moments double the weights). `include_optimizer=True` keeps it, to continue training.
     """
     path = Path(path)
-    if not include_optimizer and model.optimizer is not None:
+    if not include_optimizer and getattr(model, "optimizer", None) is not None:
         copy = model.__class__.from_config(model.get_config())
         copy.set_weights(model.get_weights())
         model = copy

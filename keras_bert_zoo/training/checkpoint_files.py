@@ -4,8 +4,10 @@
 learning-rate schedule resumes too) to `ckpt-<interval>.weights.h5` (or, for a timed
 checkpoint, `ckpt-step-<step>.weights.h5`) atomically (written beside it, flushed, renamed),
 with dropout's seed-generator states beside it (so even the dropout masks continue as in an
-uninterrupted run), and only then points `state.json` at them, so a crash at any moment
-leaves the previous complete checkpoint in force. `restore` loads the newest intact one.
+uninterrupted run) and, for a LoRA model, its adapters (Keras' `Dense` saves an adapted
+kernel merged with its adapter and zeroes the adapter on load), and only then points
+`state.json` at them, so a crash at any moment leaves the previous complete checkpoint in
+force. `restore` loads the newest intact one.
 """
 
 import json
@@ -18,6 +20,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from keras_bert_zoo.lora import base_kernels, lora_variables
 from keras_bert_zoo.saving.atomic import staged_file, write_json
 from keras_bert_zoo.saving.checksums import sha256_file
 
@@ -39,8 +42,34 @@ def _pause_for_tests() -> None:
 
 
 def _seed_states(model: keras.Model) -> list:
-    """Dropout's random-generator states: not in `save_weights`, needed for exact resume."""
-    return [v for v in model.non_trainable_variables if "seed_generator_state" in v.path]
+    """Dropout's random-generator states and LoRA adapters: not (or merged) in
+    `save_weights`, needed for exact resume."""
+    seeds = [v for v in model.non_trainable_variables if "seed_generator_state" in v.path]
+    return [*seeds, *lora_variables(model)]
+
+
+def write_arrays(path, variables) -> None:
+    """The values of `variables` to an `.npz` file, atomically (in order: arr_0, arr_1...)."""
+    with staged_file(path) as temporary, open(temporary, "wb") as out:
+        np.savez(out, *[keras.ops.convert_to_numpy(v) for v in variables])
+
+
+def load_weights_file(model: keras.Model, weights, arrays, variables) -> None:
+    """`model.load_weights(weights)`, then `variables` from the `arrays` `.npz` file.
+
+    A LoRA model's frozen base kernels are kept: `Dense.load_own_variables` would leave the
+    merged kernel there and the adapters at zero, so training could not go on from them.
+    """
+    frozen = [(v, keras.ops.convert_to_numpy(v)) for v in base_kernels(model)]
+    model.load_weights(weights)
+    for variable, value in frozen:
+        variable.assign(value)
+    if not variables:
+        return
+    with np.load(arrays, allow_pickle=False) as saved:
+        keys = sorted(saved.files, key=lambda k: int(k.split("_")[1]))  # arr_0, arr_1, ...
+        for variable, key in zip(variables, keys, strict=True):
+            variable.assign(saved[key])
 
 
 class ResumeCheckpoint(keras.callbacks.Callback):
@@ -85,8 +114,7 @@ class ResumeCheckpoint(keras.callbacks.Callback):
             with staged_file(self.directory / name) as temporary:
                 self.model.save_weights(temporary, overwrite=True)
                 _pause_for_tests()
-            with staged_file(self.directory / seeds) as temporary, open(temporary, "wb") as out:
-                np.savez(out, *[v.numpy() for v in _seed_states(self.model)])
+            write_arrays(self.directory / seeds, _seed_states(self.model))
         except OSError as error:  # a full disk, a lost mount: the last checkpoint still holds
             raise OSError(
                 f"Could not write checkpoint {name} in {self.directory}: {error}. "
@@ -170,13 +198,9 @@ def _load(model: keras.Model, directory: Path, entry: dict) -> None:
         model.optimizer.build(model.trainable_variables)
     weights = directory / entry["weights"]
     try:
-        model.load_weights(weights)
+        load_weights_file(model, weights, directory / entry["seeds"], _seed_states(model))
     except ValueError as error:
         raise ValueError(
             f"Checkpoint {weights} does not fit this model ({error}). It belongs "
             "to another run: use another --output directory."
         ) from error
-    with np.load(directory / entry["seeds"], allow_pickle=False) as saved:
-        keys = sorted(saved.files, key=lambda k: int(k.split("_")[1]))  # arr_0, arr_1, ...
-        for variable, key in zip(_seed_states(model), keys, strict=True):
-            variable.assign(saved[key])

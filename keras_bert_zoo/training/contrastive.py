@@ -21,11 +21,13 @@ import tensorflow as tf
 from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.layers.pooling import InBatchSimilarity
+from keras_bert_zoo.lora import enable_lora
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.training.embed import embed_texts, load_embedder, read_lines, recall_at_k
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.rundir import RunDirectory
+from keras_bert_zoo.training.runs import check_lora, default_learning_rate, write_lora_outputs
 
 logger = logging.getLogger(__name__)
 HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
@@ -119,13 +121,16 @@ def run_finetune_embed(
     epochs: int = 1,
     batch_size: int = 32,
     sequence_length: int = 128,
-    learning_rate: float = 2e-5,
+    learning_rate: float | None = None,
     warmup_fraction: float = 0.1,
     scale: float = 20.0,
     seed: int = 0,
     jit_compile: bool = True,
     export: bool = True,
     overwrite: bool = False,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    lora_targets: str = "all",
 ) -> dict:
     """Fine-tunes `preset` as an embedder on `train` pairs; validation retrieval before/after.
 
@@ -134,6 +139,8 @@ def run_finetune_embed(
 
     >>> kbz.training.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
     """
+    learning_rate = default_learning_rate(learning_rate, lora_rank)
+    check_lora(lora_rank, lora_alpha, lora_targets)
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         check_positive_int(name, value)
     if batch_size < 2:
@@ -156,6 +163,8 @@ def run_finetune_embed(
         warmup_fraction=warmup_fraction, jit_compile=jit_compile, export=export,
     )  # fmt: skip
     inputs = {"train": [train], "validation": [validation]}
+    if lora_rank:  # recorded only when on, so runs from before LoRA existed still resume
+        settings.update(lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
     with RunDirectory(output, "finetune_embed", settings, inputs, overwrite) as run:
         if run.finished is not None:
             return run.finished
@@ -163,6 +172,8 @@ def run_finetune_embed(
         embedder, preprocessor = load_embedder(preset, sequence_length)
         before = retrieval_metrics(embedder, preprocessor, validation_pairs, 64)
         logger.info("validation before fine-tuning: %s", before)
+        if lora_rank:
+            enable_lora(embedder, lora_rank, lora_alpha, lora_targets)
         trainer = build_contrastive_trainer(embedder, sequence_length, scale)
         steps = sum(len(batches) for batches in epoch_batches)
         trainer.compile(
@@ -184,6 +195,7 @@ def run_finetune_embed(
             "steps": steps,
             "loss": losses,
         }
+        embedder = write_lora_outputs(embedder, lora_rank, output)
         save_preset(embedder, output / "preset", overwrite=True)
         if export:
             export_saved_model(

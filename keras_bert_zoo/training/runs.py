@@ -17,8 +17,10 @@ import keras
 
 from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
+from keras_bert_zoo.lora import check_targets, enable_lora, merge_lora
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.saving.adapters import save_lora_weights
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
@@ -79,6 +81,37 @@ def check_length(flag: str, length: int, preset, minimum: int) -> None:
         )
 
 
+def check_lora(rank, alpha, targets) -> None:
+    """`--lora-rank` (None: off, else a positive integer), `--lora-alpha`, `--lora-targets`."""
+    if rank is not None:
+        check_flags(lora_rank=rank)
+    if alpha is not None and (rank is None or not alpha > 0):
+        raise ValueError(
+            f"--lora-alpha must be a positive number and needs --lora-rank. Received: "
+            f"--lora-alpha {alpha!r}, --lora-rank {rank!r}."
+        )
+    try:
+        check_targets(targets)
+    except ValueError as error:
+        raise ValueError(f"--lora-targets: {error}") from None
+
+
+def default_learning_rate(learning_rate, lora_rank) -> float:
+    """`learning_rate`, else 2e-5 for full fine-tuning and 5e-4 for LoRA (benchmarks/lora.py:
+    adapters start at zero and learn little at BERT's usual rate)."""
+    if learning_rate is not None:
+        return learning_rate
+    return 5e-4 if lora_rank else 2e-5
+
+
+def write_lora_outputs(model, rank, output: Path):
+    """`adapter.safetensors` of a LoRA model, and the merged plain model for what follows."""
+    if not rank:
+        return model
+    save_lora_weights(model, output / "adapter.safetensors")
+    return merge_lora(model)
+
+
 def settings_of(values: dict, drop=("output", "overwrite", "task_options")) -> dict:
     settings = {k: v for k, v in values.items() if k not in drop}
     settings.update(values.get("task_options") or {})
@@ -94,7 +127,7 @@ def run_finetune(
     epochs: int = 3,
     batch_size: int = 32,
     sequence_length: int = 128,
-    learning_rate: float = 2e-5,
+    learning_rate: float | None = None,
     warmup_fraction: float = 0.1,
     strategy: str = "none",
     tpu: str | None = None,
@@ -109,12 +142,19 @@ def run_finetune(
     bucketing: bool = True,
     overwrite: bool = False,
     verbose: int = 1,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    lora_targets: str = "all",
     **task_options,
 ) -> dict:
     """Fine-tunes `preset` on `train`, evaluates on `validation`, writes to `output`.
 
     Args:
         task: "classifier", "tagger" or "question_answerer" (`FINETUNING_TASKS`).
+        learning_rate: peak rate; default 2e-5, or 5e-4 with `lora_rank`.
+        lora_rank: train LoRA adapters of this rank (`kbz.enable_lora`, with `lora_alpha`
+            and `lora_targets`) and the head instead of every weight; `adapter.safetensors`
+            holds them, every other output the merged weights.
 
     The validation set is evaluated after every checkpoint interval (an epoch by default;
     progress output, TensorBoard and `metrics.json`'s `history`), and the weights of the best
@@ -129,6 +169,7 @@ def run_finetune(
 
     >>> kbz.training.run_finetune("classifier", "my_preset", "train.tsv", "dev.tsv", "out")
     """
+    learning_rate = default_learning_rate(learning_rate, lora_rank)
     settings = settings_of(dict(locals()))
     if keep not in ("best", "last"):
         raise ValueError(f"--keep must be 'best' or 'last'. Received: {keep!r}.")
@@ -143,6 +184,7 @@ def run_finetune(
         keep_checkpoints=keep_checkpoints,
     )
     check_rates(learning_rate, warmup_fraction)
+    check_lora(lora_rank, lora_alpha, lora_targets)
     check_length("--sequence-length", sequence_length, preset, minimum=8)
     check_minutes(checkpoint_every_minutes)
     export = export_on_this_backend(export, Path(output) / "preset")
@@ -178,6 +220,8 @@ def run_finetune(
         distribution = get_strategy(strategy, tpu)
         with distribution.scope():
             model = from_preset(preset, task=task, **job.task_kwargs(train_data))
+            if lora_rank:
+                enable_lora(model, lora_rank, lora_alpha, lora_targets)
             optimizer = create_optimizer(
                 learning_rate, total, warmup_fraction, loss_scale=mixed_precision == "mixed_float16"
             )
@@ -216,6 +260,7 @@ def run_finetune(
             output / "metrics.json",
             {**results, "kept_epoch": kept["epoch"], "history": validation.history},
         )
+        model = write_lora_outputs(model, lora_rank, output)
         save_model_file(model, output / "model.keras")
         save_preset(model, output / "preset", overwrite=True)
         if export:

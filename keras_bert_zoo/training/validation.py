@@ -13,11 +13,14 @@ from pathlib import Path
 
 import keras
 
+from keras_bert_zoo.lora import lora_variables
 from keras_bert_zoo.saving.atomic import staged_file, write_json
+from keras_bert_zoo.training.checkpoint_files import load_weights_file, write_arrays
 
 logger = logging.getLogger(__name__)
 HISTORY_FILE = "validation.json"
 BEST_WEIGHTS = "best.weights.h5"
+BEST_ADAPTERS = "best.lora.npz"  # a LoRA model's adapters (save_weights merges them)
 # The metric that decides "best" for each task's metrics (higher is better).
 MAIN_METRIC = {"accuracy": 3, "pearson": 2, "f1": 1}  # preference when several are present
 
@@ -68,6 +71,8 @@ class ValidationCallback(keras.callbacks.Callback):
         self.directory.mkdir(parents=True, exist_ok=True)
         best = self.best
         if best is not None and best["epoch"] == epoch + 1:  # a new best: its weights first
+            if lora_variables(self.model):
+                write_arrays(self.directory / BEST_ADAPTERS, lora_variables(self.model))
             with staged_file(self.directory / BEST_WEIGHTS) as temporary:
                 self.model.save_weights(temporary, overwrite=True)
             self.saved_epoch = epoch + 1
@@ -88,6 +93,11 @@ class ValidationCallback(keras.callbacks.Callback):
                 best["epoch"],
             )
             return self.history[-1]
-        self.model.load_weights(self.directory / BEST_WEIGHTS)
+        load_weights_file(
+            self.model,
+            self.directory / BEST_WEIGHTS,
+            self.directory / BEST_ADAPTERS,
+            lora_variables(self.model),
+        )
         logger.info("Kept the weights of epoch %d (%s).", best["epoch"], best)
         return best
