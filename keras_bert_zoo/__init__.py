@@ -44,6 +44,7 @@ _EXPORTS = {
     "build_pretrainer": "keras_bert_zoo.pretraining",
     "build_question_answerer": "keras_bert_zoo.tasks",
     "build_tagger": "keras_bert_zoo.tasks",
+    "export_onnx": "keras_bert_zoo.export",
     "export_saved_model": "keras_bert_zoo.export",
     "from_preset": "keras_bert_zoo.presets.factory",
     "list_presets": "keras_bert_zoo.presets.registry",
