@@ -86,4 +86,9 @@ def run_export(args) -> int:
         f"Exported {path} ({model.task}{quantized}): signatures serving_default (strings) "
         "and serve_token_ids."
     )
+    if args.quantize:
+        print(
+            "Note: a Keras int8 SavedModel is ~3.5x smaller but ran at 0.16x the float one's "
+            "speed on CPU (benchmarks/RESULTS.md); for CPU speed use --format onnx --quantize int8."
+        )
     return 0
