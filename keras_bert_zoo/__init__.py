@@ -46,6 +46,7 @@ _EXPORTS = {
     "build_question_answerer": "keras_bert_zoo.tasks",
     "build_tagger": "keras_bert_zoo.tasks",
     "enable_lora": "keras_bert_zoo.lora",
+    "export_onnx": "keras_bert_zoo.export",
     "export_saved_model": "keras_bert_zoo.export",
     "from_preset": "keras_bert_zoo.presets.factory",
     "list_presets": "keras_bert_zoo.presets.registry",

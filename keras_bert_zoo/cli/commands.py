@@ -177,40 +177,6 @@ def run_create_pretraining_data(args) -> int:
     return 0
 
 
-def run_export(args) -> int:
-    source = Path(args.source)
-    tokenizer_preset = args.preset
-    if source.is_dir():
-        config = _load("presets.registry").load_preset_config(source)
-        model = _load("presets").from_preset(source, task=config.task)
-        tokenizer_preset = tokenizer_preset or source
-    elif source.suffix == ".keras" and source.is_file():
-        model = _load("saving.models").load_model(source, compile=False)
-    else:
-        raise ValueError(f"{source} is neither a preset directory nor a .keras file.")
-    preprocessor = None
-    if tokenizer_preset is not None:
-        preprocessor = _load("tokenization").BertPreprocessor.from_preset(
-            tokenizer_preset, sequence_length=args.sequence_length
-        )
-    elif not args.ids_only:
-        raise ValueError(
-            "A .keras model holds no vocabulary: pass --preset (the preset it was "
-            "fine-tuned from) for the raw-string signature, or --ids-only."
-        )
-    path = _load("export").export_saved_model(
-        model,
-        args.destination,
-        preprocessor=preprocessor,
-        strings=not args.ids_only,
-        overwrite=args.overwrite,
-    )
-    print(
-        f"Exported {path} ({model.task}): signatures serving_default (strings) and serve_token_ids."
-    )
-    return 0
-
-
 def interrupted(args) -> str:
     """The one line shown for Ctrl-C: where the run stopped and how to go on."""
     output = getattr(args, "output", None)

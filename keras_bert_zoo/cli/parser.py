@@ -12,6 +12,7 @@ from keras_bert_zoo.cli import commands, embed_commands
 from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
 from keras_bert_zoo.cli.embed_parser import add_embed
+from keras_bert_zoo.cli.export_flags import add_export_flags
 from keras_bert_zoo.cli.lora_flags import add_lora_arguments
 
 
@@ -247,11 +248,11 @@ def _add_predict(subcommands) -> None:
 
 
 def _add_export(subcommands) -> None:
-    export = subcommands.add_parser("export", help="SavedModel for TF Serving (raw strings in)")
+    export = subcommands.add_parser("export", help="SavedModel (TF Serving) or ONNX")
     export.add_argument(
         "source", help="preset directory (task and vocabulary from it) or a .keras model"
     )
-    export.add_argument("destination", help="version directory, e.g. exports/my_model/1")
+    export.add_argument("destination", help="SavedModel version dir (exports/m/1) or ONNX dir")
     export.add_argument(
         "--preset",
         default=None,
@@ -262,7 +263,7 @@ def _add_export(subcommands) -> None:
         "--ids-only", action="store_true", help="only the serve_token_ids signature"
     )
     export.add_argument("--overwrite", action="store_true")
-    export.set_defaults(run=commands.run_export)
+    add_export_flags(export)
 
 
 def build_parser() -> argparse.ArgumentParser:
