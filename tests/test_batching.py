@@ -85,6 +85,17 @@ def test_the_schedule_is_reproducible_and_covers_each_example_at_most_once_per_e
     assert len({tuple(first.epoch(0)[1]), tuple(first.epoch(1)[1])}) == 2  # batch order too
 
 
+def test_consecutive_steps_mix_the_length_buckets():
+    # Not one bucket after another: each epoch's batches are shuffled across buckets, so
+    # the optimizer sees short and long sentences interleaved (as unbucketed shuffling would).
+    _, schedule = _schedule()
+    for epoch in range(3):
+        trimmed = schedule.epoch(epoch)[1]
+        changes = int((trimmed[1:] != trimmed[:-1]).sum())
+        assert changes >= len(trimmed) // 2, trimmed  # grouped by bucket would give 3
+        assert len(set(trimmed[: len(trimmed) // 4])) >= 3, trimmed
+
+
 def test_a_stream_started_at_a_step_is_the_tail_of_the_full_stream():
     lengths, schedule = _schedule(batch_size=4, count=60)
     x = {

@@ -7,7 +7,7 @@ As in `commands`, the implementation (Keras, TensorFlow) is imported when a comm
 import json
 from pathlib import Path
 
-from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli import commands, finetune_flags
 from keras_bert_zoo.cli.commands import _load
 
 
@@ -66,4 +66,5 @@ def run_embed(args) -> int:
 
 def run_finetune(args) -> int:
     """`kbz finetune TASK`: embed here, classify / tag / qa in `commands`."""
+    finetune_flags.resolve(args)  # the task's defaults for the flags left out
     return run_finetune_embed(args) if args.task == "embed" else commands.run_finetune(args)

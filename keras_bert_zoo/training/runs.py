@@ -15,7 +15,7 @@ from pathlib import Path
 
 import keras
 
-from keras_bert_zoo.choices import PREDICTION_FILES
+from keras_bert_zoo.choices import PREDICTION_FILES, finetune_settings
 from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -91,11 +91,11 @@ def run_finetune(
     train: str,
     validation: str,
     output: str,
-    epochs: int = 3,
-    batch_size: int = 32,
-    sequence_length: int = 128,
-    learning_rate: float = 2e-5,
-    warmup_fraction: float = 0.1,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    sequence_length: int | None = None,
+    learning_rate: float | None = None,
+    warmup_fraction: float | None = None,
     strategy: str = "none",
     tpu: str | None = None,
     jit_compile: bool = True,
@@ -115,6 +115,8 @@ def run_finetune(
 
     Args:
         task: "classifier", "tagger" or "question_answerer" (`FINETUNING_TASKS`).
+        epochs, batch_size, sequence_length, learning_rate, warmup_fraction: None takes the
+            task's default (`keras_bert_zoo.choices.FINETUNE_DEFAULTS`, as `kbz finetune`).
 
     The validation set is evaluated after every checkpoint interval (an epoch by default;
     progress output, TensorBoard and `metrics.json`'s `history`), and the weights of the best
@@ -129,13 +131,23 @@ def run_finetune(
 
     >>> kbz.training.run_finetune("classifier", "my_preset", "train.tsv", "dev.tsv", "out")
     """
-    settings = settings_of(dict(locals()))
-    if keep not in ("best", "last"):
-        raise ValueError(f"--keep must be 'best' or 'last'. Received: {keep!r}.")
+    given = dict(locals())
     if task not in FINETUNING_TASKS:
         raise ValueError(
             f"Unknown fine-tuning task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
         )
+    hyperparameters = finetune_settings(
+        task,
+        epochs=epochs,
+        batch_size=batch_size,
+        sequence_length=sequence_length,
+        learning_rate=learning_rate,
+        warmup_fraction=warmup_fraction,
+    )
+    epochs, batch_size, sequence_length, learning_rate, warmup_fraction = hyperparameters.values()
+    settings = settings_of({**given, **hyperparameters})
+    if keep not in ("best", "last"):
+        raise ValueError(f"--keep must be 'best' or 'last'. Received: {keep!r}.")
     check_flags(
         epochs=epochs,
         batch_size=batch_size,
