@@ -130,7 +130,17 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(tiny_preset, ta
     lengths = batching.real_lengths(x)
     assert len(np.unique(batching.bucket_ids(lengths, buckets))) > 1  # several buckets used
     full = model.predict(x, batch_size=8, verbose=0)
-    bucketed = batching.predict(model, x, 8, buckets, job.sequence_outputs)
+    shapes, predict = [], model.predict
+
+    def recording(inputs, **kwargs):
+        shapes.append(inputs["token_ids"].shape)
+        return predict(inputs, **kwargs)
+
+    model.predict = recording
+    bucketed = batching.predict(model, x, 9, buckets, job.sequence_outputs)
+    # whole batches only (the partial last one filled up): one batch shape per bucket used
+    assert len(x["token_ids"]) % 9 and all(rows % 9 == 0 for rows, _ in shapes), shapes
+    assert len({width for _, width in shapes}) == len(shapes) > 1
     mask = np.asarray(x["padding_mask"]).astype(bool)
     for ours, reference in zip(keras.tree.flatten(bucketed), keras.tree.flatten(full), strict=True):
         assert ours.shape == reference.shape

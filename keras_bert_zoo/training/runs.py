@@ -181,7 +181,9 @@ def run_finetune(
         )
     total = epochs * steps_per_epoch
     interval = checkpoint_every or steps_per_epoch
-    interval_sizes(total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)")
+    intervals = interval_sizes(
+        total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)"
+    )
     inputs = {"--train": [train], "--validation": [validation]}
     with RunDirectory(output, "finetune", settings, inputs, overwrite) as run:
         if run.finished is not None:
@@ -200,11 +202,14 @@ def run_finetune(
         def predict(network):
             return batching.predict(network, x_val, batch_size, buckets, job.sequence_outputs)
 
+        newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
+
         def validate(network, warn=False):
-            outputs = predict(network)
+            newest.clear()
+            outputs = newest[validation.epoch] = predict(network)
             return job.evaluate(validation_data, outputs, extra_val, warn=warn)
 
-        validation = ValidationCallback(validate, output / "checkpoints")
+        validation = ValidationCallback(validate, output / "checkpoints", len(intervals))
         fit_resumable(
             model,
             dataset,
@@ -219,7 +224,9 @@ def run_finetune(
             checkpoint_every_minutes=checkpoint_every_minutes,
         )
         kept = validation.restore_best() if keep == "best" else validation.history[-1]
-        outputs = predict(model)
+        outputs = newest.get(kept["epoch"])
+        if outputs is None:  # an earlier epoch's weights, or validated before a resume
+            outputs = predict(model)
         predictions = job.predict(validation_data, outputs, extra_val)
         job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
         results = job.metrics(validation_data, predictions)
