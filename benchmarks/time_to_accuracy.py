@@ -8,7 +8,15 @@ LayerNorm weights and biases, global-norm clip 1.0, batch, epochs, maximum lengt
 - `hf`: Hugging Face transformers in PyTorch, a plain training loop as its examples write it
   (per-batch padding, `get_linear_schedule_with_warmup`), the `reference` extra;
 - `keras_hub`: keras-hub's `BertTextClassifier` pipeline on raw strings (classification
-  only: keras-hub has no token tagger), compiled with the same optimizer and schedule.
+  only: keras-hub has no token tagger and no question-answering task), compiled with the
+  same optimizer and schedule.
+
+Tasks: `sst2` (the bundled 3,000 sentences, or `--sst2-sentences N` of the shared full
+training split), `wnut17` (entity F1) and `squad` (`--squad-questions N` of the bundled
+training sample, windows of `--sequence-length` tokens `--doc-stride` apart, scored on the
+bundled held-out articles by the official SQuAD v1.1 exact match / F1; the Hugging Face side
+builds its windows as transformers' `run_qa.py` does and picks spans as its post-processing,
+20 best starts and ends, answers of at most 30 tokens).
 
 Every run is its own process, timed from start to exit (imports, tokenization, training and
 the held-out evaluation included), with the held-out metric it reached. Runs are interleaved
@@ -16,12 +24,18 @@ the held-out evaluation included), with the held-out metric it reached. Runs are
 
     python benchmarks/time_to_accuracy.py --task sst2 --seeds 0 1 2
     python benchmarks/time_to_accuracy.py --task wnut17 --seeds 0 1 2 --stacks kbz hf
+    python benchmarks/time_to_accuracy.py --task squad --squad-questions 800 --epochs 1 \
+        --batch-size 16 --learning-rate 1e-4 --sequence-length 192 --doc-stride 64
 """
 
 import argparse
+import collections
 import json
 import os
+import random
+import re
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
@@ -33,7 +47,45 @@ DATA = ROOT / "examples" / "data"
 FILES = {
     "sst2": (DATA / "sst2_sample.tsv", DATA / "sst2_heldout.tsv"),
     "wnut17": (DATA / "wnut17_train_sample.conll", DATA / "wnut17_dev_sample.conll"),
+    # the first --squad-questions questions of the bundled training sample (written by the
+    # driver into the work directory), scored on the 291 questions of 2 other articles
+    "squad": (None, DATA / "squad_heldout_sample.json"),
 }
+SHARED = Path("/work/shared/data")  # benchmarks only (see its README); tests never read it
+KBZ_TASK = {"sst2": "classify", "wnut17": "tag", "squad": "qa"}
+
+
+def train_file(args) -> Path:
+    if args.task == "squad":
+        return Path(args.work) / f"squad_train_{args.squad_questions}.json"
+    if args.task == "sst2" and args.sst2_sentences:
+        return Path(args.work) / f"sst2_train_{args.sst2_sentences}.tsv"
+    return FILES[args.task][0]
+
+
+def write_subsets(args) -> None:
+    """The training subsets of the shared or bundled data, written once before the runs."""
+    if args.task == "squad":
+        source = json.loads((DATA / "squad_train_sample.json").read_text(encoding="utf-8"))
+        left, articles = args.squad_questions, []
+        for article in source["data"]:
+            paragraphs = []
+            for paragraph in article["paragraphs"]:
+                if left > 0:
+                    qas = paragraph["qas"][:left]
+                    left -= len(qas)
+                    paragraphs.append({**paragraph, "qas": qas})
+            if paragraphs:
+                articles.append({**article, "paragraphs": paragraphs})
+        subset = {"version": source["version"], "data": articles}
+        train_file(args).write_text(json.dumps(subset), encoding="utf-8")
+    elif args.task == "sst2" and args.sst2_sentences:
+        lines = (SHARED / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()
+        heldout = set((DATA / "sst2_heldout.tsv").read_text(encoding="utf-8").splitlines()[1:])
+        rows = [line for line in lines[1:] if line not in heldout]
+        rows = [rows[i] for i in sorted(random.Random(0).sample(range(len(rows)), len(rows)))]
+        chosen = rows[: args.sst2_sentences]
+        train_file(args).write_text("\n".join([lines[0], *chosen]) + "\n", encoding="utf-8")
 
 
 def minilm_dir() -> str:
@@ -53,11 +105,11 @@ def run_kbz(args, work: Path) -> float:
         "-m",
         "keras_bert_zoo.cli",
         "finetune",
-        {"sst2": "classify", "wnut17": "tag"}[args.task],
+        KBZ_TASK[args.task],
         "--preset",
         str(preset),
         "--train",
-        str(FILES[args.task][0]),
+        str(train_file(args)),
         "--validation",
         str(FILES[args.task][1]),
         "--output",
@@ -73,6 +125,8 @@ def run_kbz(args, work: Path) -> float:
         "--seed",
         str(args.seed),
     ]
+    if args.task == "squad":
+        command += ["--doc-stride", str(args.doc_stride)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     metrics = json.loads((output / "metrics.json").read_text())
     return metrics["accuracy"] if args.task == "sst2" else metrics["f1"]
@@ -105,7 +159,9 @@ def run_hf(args, work: Path) -> float:
     torch.manual_seed(args.seed)
     checkpoint = minilm_dir()
     tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
-    train_path, heldout_path = FILES[args.task]
+    train_path, heldout_path = train_file(args), FILES[args.task][1]
+    if args.task == "squad":
+        return hf_squad(args, model_dir=checkpoint, tokenizer=tokenizer)
     if args.task == "sst2":
         texts, labels = _sst2(train_path)
         heldout_texts, heldout_labels = _sst2(heldout_path)
@@ -221,7 +277,7 @@ def run_keras_hub(args, work: Path) -> float:
     if args.task != "sst2":
         raise SystemExit("keras-hub has no token tagger: run --stacks kbz hf for wnut17")
     keras.utils.set_random_seed(args.seed)
-    texts, labels = _sst2(FILES["sst2"][0])
+    texts, labels = _sst2(train_file(args))
     heldout_texts, heldout_labels = _sst2(FILES["sst2"][1])
     classifier = keras_hub.models.BertTextClassifier.from_preset(minilm_dir(), num_classes=2)
     classifier.preprocessor.sequence_length = args.sequence_length
@@ -252,6 +308,152 @@ def run_keras_hub(args, work: Path) -> float:
     return float(accuracy)
 
 
+def _squad_examples(path):
+    """(id, question, context, answer_start, answer_text, all gold texts) per question."""
+    examples = []
+    for article in json.loads(Path(path).read_text(encoding="utf-8"))["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                first = qa["answers"][0]
+                golds = [a["text"] for a in qa["answers"]]
+                examples.append(
+                    (qa["id"], qa["question"], paragraph["context"], first["answer_start"])
+                    + (first["text"], golds)
+                )
+    return examples
+
+
+def _normalize(text):
+    """The official SQuAD v1.1 evaluate-v1.1.py normalisation."""
+    text = "".join(c for c in text.lower() if c not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def squad_scores(predictions: dict, examples) -> tuple[float, float]:
+    """Official SQuAD v1.1 exact match and F1 (max over the gold answers), in percent."""
+    exact = f1 = 0.0
+    for qid, *_, golds in examples:
+        predicted = _normalize(predictions.get(qid, "")).split()
+        best_f1 = 0.0
+        for gold in golds:
+            gold = _normalize(gold).split()
+            common = sum((collections.Counter(predicted) & collections.Counter(gold)).values())
+            if common:
+                precision, recall = common / len(predicted), common / len(gold)
+                best_f1 = max(best_f1, 2 * precision * recall / (precision + recall))
+        exact += max(float(predicted == _normalize(g).split()) for g in golds)
+        f1 += best_f1
+    return 100 * exact / len(examples), 100 * f1 / len(examples)
+
+
+def _squad_features(tokenizer, examples, args, with_labels):
+    """Windows as transformers' run_qa.py makes them: question first, context truncated with
+    overflow; its `stride` is the overlap, set so consecutive windows start `--doc-stride`
+    context tokens apart as in google-research/bert (questions cut to 64 tokens)."""
+    import torch
+
+    questions = [
+        tokenizer.convert_tokens_to_string(tokenizer.tokenize(e[1])[:64]) for e in examples
+    ]
+    window = args.sequence_length - 64 - 3
+    encoded = tokenizer(
+        questions,
+        [e[2] for e in examples],
+        truncation="only_second",
+        max_length=args.sequence_length,
+        stride=max(0, window - args.doc_stride),
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding="max_length",
+    )
+    mapping = encoded.pop("overflow_to_sample_mapping")
+    starts, ends = [], []
+    for i, offsets in enumerate(encoded["offset_mapping"]):
+        sequence = encoded.sequence_ids(i)
+        example = examples[mapping[i]]
+        begin, finish = example[3], example[3] + len(example[4])
+        context = [k for k, s in enumerate(sequence) if s == 1]
+        start = end = 0  # [CLS] when the answer is not wholly inside the window
+        if offsets[context[0]][0] <= begin and offsets[context[-1]][1] >= finish:
+            start = next(k for k in context if offsets[k][1] > begin)
+            end = next(k for k in reversed(context) if offsets[k][0] < finish)
+        starts.append(start)
+        ends.append(end)
+        encoded["offset_mapping"][i] = [
+            o if s == 1 else None for o, s in zip(offsets, sequence, strict=True)
+        ]
+    tensors = {
+        k: torch.tensor(encoded[k]) for k in ("input_ids", "token_type_ids", "attention_mask")
+    }
+    if with_labels:
+        tensors["start_positions"] = torch.tensor(starts)
+        tensors["end_positions"] = torch.tensor(ends)
+    return tensors, mapping, encoded["offset_mapping"]
+
+
+def hf_squad(args, model_dir, tokenizer) -> float:
+    """BertForQuestionAnswering with the recipe; SQuAD F1 of the held-out questions."""
+    import numpy as np
+    import torch
+    import transformers
+
+    train = _squad_examples(train_file(args))
+    heldout = _squad_examples(FILES["squad"][1])
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(model_dir)
+    features, _, _ = _squad_features(tokenizer, train, args, with_labels=True)
+    count = len(features["input_ids"])
+    steps_per_epoch = count // args.batch_size
+    total = steps_per_epoch * args.epochs
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.learning_rate,
+        eps=1e-6,
+    )
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
+    rng = np.random.default_rng(args.seed)
+    model.train()
+    for _ in range(args.epochs):
+        order = rng.permutation(count)
+        for step in range(steps_per_epoch):
+            rows = torch.as_tensor(order[step * args.batch_size : (step + 1) * args.batch_size])
+            batch = {k: v[rows] for k, v in features.items()}
+            longest = int(batch["attention_mask"].sum(-1).max())  # per-batch padding
+            batch = {k: v[:, :longest] if v.dim() == 2 else v for k, v in batch.items()}
+            model(**batch).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+    model.eval()
+    inputs, mapping, offsets = _squad_features(tokenizer, heldout, args, with_labels=False)
+    best = {}  # example -> (score, text), over its windows
+    with torch.no_grad():
+        for begin in range(0, len(mapping), 64):
+            batch = {k: v[begin : begin + 64] for k, v in inputs.items()}
+            longest = int(batch["attention_mask"].sum(-1).max())
+            out = model(**{k: v[:, :longest] for k, v in batch.items()})
+            for row in range(len(batch["input_ids"])):
+                i = begin + row
+                start_logits = out.start_logits[row].numpy()
+                end_logits = out.end_logits[row].numpy()
+                window = offsets[i]
+                qid, _, context, *_ = heldout[mapping[i]]
+                for s in np.argsort(start_logits)[::-1][:20]:
+                    for e in np.argsort(end_logits)[::-1][:20]:
+                        if s >= len(window) or e >= len(window):
+                            continue
+                        if window[s] is None or window[e] is None or e < s or e - s + 1 > 30:
+                            continue
+                        score = start_logits[s] + end_logits[e]
+                        if score > best.get(qid, (-np.inf, ""))[0]:
+                            best[qid] = (score, context[window[s][0] : window[e][1]])
+    predictions = {qid: text for qid, (_, text) in best.items()}
+    return squad_scores(predictions, heldout)[1]
+
+
 STACKS = {"kbz": run_kbz, "hf": run_hf, "keras_hub": run_keras_hub}
 
 
@@ -272,6 +474,15 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--sequence-length", type=int, default=128)
+    parser.add_argument("--doc-stride", type=int, default=128, help="squad: window step")
+    parser.add_argument("--squad-questions", type=int, default=2512, help="squad: train on")
+    parser.add_argument(
+        "--sst2-sentences",
+        type=int,
+        default=0,
+        help="sst2: train on this many sentences of the shared full training split (seeded "
+        "sample, held-out sentences excluded) instead of the bundled 3,000",
+    )
     parser.add_argument("--output", default="benchmarks/time_to_accuracy.json")
     parser.add_argument("--child", choices=sorted(STACKS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -279,10 +490,12 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args)
-    if args.task == "wnut17" and "keras_hub" in args.stacks:
-        args.stacks.remove("keras_hub")  # keras-hub has no token tagger
+    if args.task != "sst2" and "keras_hub" in args.stacks:
+        args.stacks.remove("keras_hub")  # keras-hub has no token tagger and no QA task
     results = []
     with tempfile.TemporaryDirectory() as work:
+        args.work = work
+        write_subsets(args)
         subprocess.run(  # our preset of the same checkpoint (once; not timed)
             [sys.executable, "-m", "keras_bert_zoo.cli", "convert", minilm_dir()]
             + [f"{work}/minilm_preset"],
@@ -293,7 +506,16 @@ def main():
             for stack in args.stacks:
                 recipe = [
                     f"--{k.replace('_', '-')}={getattr(args, k)}"
-                    for k in ("task", "epochs", "batch_size", "learning_rate", "sequence_length")
+                    for k in (
+                        "task",
+                        "epochs",
+                        "batch_size",
+                        "learning_rate",
+                        "sequence_length",
+                        "doc_stride",
+                        "squad_questions",
+                        "sst2_sentences",
+                    )
                 ]
                 command = [sys.executable, __file__, "--child", stack, f"--seed={seed}"]
                 start = time.perf_counter()
@@ -313,7 +535,7 @@ def main():
 
 
 def table(results, args) -> str:
-    metric = "accuracy" if args.task == "sst2" else "entity F1"
+    metric = {"sst2": "accuracy", "wnut17": "entity F1", "squad": "SQuAD F1"}[args.task]
     kbz = statistics.mean(r["seconds"] for r in results if r["stack"] == "kbz")
     lines = [
         f"| stack | seconds (mean) | x kbz time | {metric} mean | min-max |",

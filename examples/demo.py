@@ -90,19 +90,12 @@ def finetune_classifier(preset: Path) -> Path:
         heldout,
         "--output",
         output,
-        "--epochs",
-        1,
-        "--batch-size",
-        32,
-        "--sequence-length",
-        64,
-        "--learning-rate",
-        "1e-4",
-    )
+    )  # the task's default recipe: 3 epochs, batch 32, learning rate 5e-5, 128 tokens
     metrics = json.loads((output / "metrics.json").read_text())
     print(
         f"   held-out accuracy {metrics['accuracy']:.3f}, F1 {metrics['f1']:.3f} "
-        f"({time.perf_counter() - start:.0f}s)"
+        f"(epoch {metrics['kept_epoch']} kept); fine-tuning took "
+        f"{time.perf_counter() - start:.0f}s end to end"
     )
     return output
 

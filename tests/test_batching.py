@@ -85,6 +85,17 @@ def test_the_schedule_is_reproducible_and_covers_each_example_at_most_once_per_e
     assert len({tuple(first.epoch(0)[1]), tuple(first.epoch(1)[1])}) == 2  # batch order too
 
 
+def test_consecutive_steps_mix_the_length_buckets():
+    # Not one bucket after another: each epoch's batches are shuffled across buckets, so
+    # the optimizer sees short and long sentences interleaved (as unbucketed shuffling would).
+    _, schedule = _schedule()
+    for epoch in range(3):
+        trimmed = schedule.epoch(epoch)[1]
+        changes = int((trimmed[1:] != trimmed[:-1]).sum())
+        assert changes >= len(trimmed) // 2, trimmed  # grouped by bucket would give 3
+        assert len(set(trimmed[: len(trimmed) // 4])) >= 3, trimmed
+
+
 def test_a_stream_started_at_a_step_is_the_tail_of_the_full_stream():
     lengths, schedule = _schedule(batch_size=4, count=60)
     x = {
@@ -119,7 +130,17 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(tiny_preset, ta
     lengths = batching.real_lengths(x)
     assert len(np.unique(batching.bucket_ids(lengths, buckets))) > 1  # several buckets used
     full = model.predict(x, batch_size=8, verbose=0)
-    bucketed = batching.predict(model, x, 8, buckets, job.sequence_outputs)
+    shapes, predict = [], model.predict
+
+    def recording(inputs, **kwargs):
+        shapes.append(inputs["token_ids"].shape)
+        return predict(inputs, **kwargs)
+
+    model.predict = recording
+    bucketed = batching.predict(model, x, 9, buckets, job.sequence_outputs)
+    # whole batches only (the partial last one filled up): one batch shape per bucket used
+    assert len(x["token_ids"]) % 9 and all(rows % 9 == 0 for rows, _ in shapes), shapes
+    assert len({width for _, width in shapes}) == len(shapes) > 1
     mask = np.asarray(x["padding_mask"]).astype(bool)
     for ours, reference in zip(keras.tree.flatten(bucketed), keras.tree.flatten(full), strict=True):
         assert ours.shape == reference.shape

@@ -90,7 +90,7 @@ def run_finetune(args) -> int:
         epochs=args.epochs,
         batch_size=args.batch_size,
         sequence_length=args.sequence_length,
-        learning_rate=lora_flags.learning_rate(args),
+        learning_rate=args.learning_rate,
         warmup_fraction=args.warmup_fraction,
         strategy=args.strategy,
         tpu=args.tpu,

@@ -7,7 +7,7 @@ As in `commands`, the implementation (Keras, TensorFlow) is imported when a comm
 import json
 from pathlib import Path
 
-from keras_bert_zoo.cli import commands, lora_flags
+from keras_bert_zoo.cli import commands, finetune_flags, lora_flags
 from keras_bert_zoo.cli.commands import _load
 
 
@@ -32,7 +32,7 @@ def run_finetune_embed(args) -> int:
         epochs=args.epochs,
         batch_size=args.batch_size,
         sequence_length=args.sequence_length,
-        learning_rate=lora_flags.learning_rate(args),
+        learning_rate=args.learning_rate,
         warmup_fraction=args.warmup_fraction,
         scale=args.scale,
         seed=args.seed,
@@ -69,4 +69,5 @@ def run_embed(args) -> int:
 
 def run_finetune(args) -> int:
     """`kbz finetune TASK`: embed here, classify / tag / qa in `commands`."""
+    finetune_flags.resolve(args)  # the task's defaults for the flags left out
     return run_finetune_embed(args) if args.task == "embed" else commands.run_finetune(args)

@@ -13,6 +13,7 @@ from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
 from keras_bert_zoo.cli.embed_parser import add_embed
 from keras_bert_zoo.cli.export_flags import add_export_flags
+from keras_bert_zoo.cli.finetune_flags import add_finetune_hyperparameters
 from keras_bert_zoo.cli.lora_flags import add_lora_arguments
 
 
@@ -51,17 +52,20 @@ def _add_convert(subcommands) -> None:
     convert.set_defaults(run=commands.run_convert)
 
 
-def _add_training_arguments(parser, learning_rate: float, batch_size: int) -> None:
-    """Flags shared by `kbz finetune` and `kbz pretrain`."""
+def _add_training_arguments(parser, learning_rate: float | None = None, batch_size=32) -> None:
+    """Flags shared by `kbz finetune` and `kbz pretrain` (finetune's schedule: per task)."""
     parser.add_argument("--output", required=True, help="output directory")
-    parser.add_argument("--batch-size", type=int, default=batch_size)
-    parser.add_argument(
-        "--learning-rate",
-        type=float,
-        default=learning_rate,
-        help="peak learning rate of the warmup + linear-decay schedule",
-    )
-    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    if learning_rate is None:
+        add_finetune_hyperparameters(parser)
+    else:
+        parser.add_argument("--batch-size", type=int, default=batch_size)
+        parser.add_argument(
+            "--learning-rate",
+            type=float,
+            default=learning_rate,
+            help="peak learning rate of the warmup + linear-decay schedule",
+        )
+        parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--strategy", choices=STRATEGIES, default="none")
     parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
     parser.add_argument(
@@ -94,9 +98,7 @@ def _add_finetune(subcommands) -> None:
         help="GLUE TSV, CoNLL or SQuAD JSON file; embed: query<TAB>positive pairs",
     )
     finetune.add_argument("--validation", required=True, help="file of the same format")
-    finetune.add_argument("--epochs", type=int, default=3)
-    finetune.add_argument("--sequence-length", type=int, default=128)
-    _add_training_arguments(finetune, learning_rate=2e-5, batch_size=32)
+    _add_training_arguments(finetune)  # epochs, batch, schedule, length: defaults per task
     finetune.add_argument("--no-export", action="store_true", help="skip the SavedModel")
     finetune.add_argument(
         "--bucketing",

@@ -152,7 +152,9 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     """`model.predict(x)` with batches of similar length trimmed to their bucket.
 
     Examples are sorted by real length; consecutive batches share the bucket of their
-    longest example, and each run of batches with one bucket is one `model.predict` call.
+    longest example, and each run of batches with one bucket is one `model.predict` call of
+    whole batches (a partial last batch is filled up, then its filler outputs dropped), so
+    each bucket compiles one program.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
     """
@@ -168,12 +170,15 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
         rows = order[begin : begin + batch_size * len(list(group))]
         begin += len(rows)
         length = int(buckets[bucket])
+        # Whole batches only (the last one filled with repeated rows, whose outputs are
+        # dropped): one batch shape, so one XLA program, per bucket.
+        whole = np.resize(rows, -(-len(rows) // batch_size) * batch_size)
         part = model.predict(
-            {key: _trim(np.asarray(v)[rows], length, True) for key, v in x.items()},
+            {key: _trim(np.asarray(v)[whole], length, True) for key, v in x.items()},
             batch_size=batch_size,
             verbose=0,
         )
-        structure, parts = part, [np.asarray(p) for p in tf.nest.flatten(part)]
+        structure, parts = part, [np.asarray(p)[: len(rows)] for p in tf.nest.flatten(part)]
         if results is None:
             results = [_full(p, len(order), total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):

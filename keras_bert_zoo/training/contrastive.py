@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.choices import finetune_settings
 from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.layers.pooling import InBatchSimilarity
@@ -27,7 +28,7 @@ from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.training.embed import embed_texts, load_embedder, read_lines, recall_at_k
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.rundir import RunDirectory
-from keras_bert_zoo.training.runs import check_lora, default_learning_rate, write_lora_outputs
+from keras_bert_zoo.training.runs import check_lora, write_lora_outputs
 
 logger = logging.getLogger(__name__)
 HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
@@ -139,7 +140,8 @@ def run_finetune_embed(
 
     >>> kbz.training.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
     """
-    learning_rate = default_learning_rate(learning_rate, lora_rank)
+    rates = finetune_settings("embedder", lora=bool(lora_rank), learning_rate=learning_rate)
+    learning_rate = rates["learning_rate"]  # None: the embedder's default, or LoRA's
     check_lora(lora_rank, lora_alpha, lora_targets)
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         check_positive_int(name, value)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import keras
 
-from keras_bert_zoo.choices import PREDICTION_FILES
+from keras_bert_zoo.choices import PREDICTION_FILES, finetune_settings
 from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
 from keras_bert_zoo.lora import check_targets, enable_lora, merge_lora
 from keras_bert_zoo.presets.factory import from_preset
@@ -96,14 +96,6 @@ def check_lora(rank, alpha, targets) -> None:
         raise ValueError(f"--lora-targets: {error}") from None
 
 
-def default_learning_rate(learning_rate, lora_rank) -> float:
-    """`learning_rate`, else 2e-5 for full fine-tuning and 5e-4 for LoRA (benchmarks/lora.py:
-    adapters start at zero and learn little at BERT's usual rate)."""
-    if learning_rate is not None:
-        return learning_rate
-    return 5e-4 if lora_rank else 2e-5
-
-
 def write_lora_outputs(model, rank, output: Path):
     """`adapter.safetensors` of a LoRA model, and the merged plain model for what follows."""
     if not rank:
@@ -124,11 +116,11 @@ def run_finetune(
     train: str,
     validation: str,
     output: str,
-    epochs: int = 3,
-    batch_size: int = 32,
-    sequence_length: int = 128,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    sequence_length: int | None = None,
     learning_rate: float | None = None,
-    warmup_fraction: float = 0.1,
+    warmup_fraction: float | None = None,
     strategy: str = "none",
     tpu: str | None = None,
     jit_compile: bool = True,
@@ -151,7 +143,9 @@ def run_finetune(
 
     Args:
         task: "classifier", "tagger" or "question_answerer" (`FINETUNING_TASKS`).
-        learning_rate: peak rate; default 2e-5, or 5e-4 with `lora_rank`.
+        epochs, batch_size, sequence_length, learning_rate, warmup_fraction: None takes the
+            task's default (`keras_bert_zoo.choices.FINETUNE_DEFAULTS`, as `kbz finetune`;
+            the learning rate of a LoRA run: `LORA_LEARNING_RATE`).
         lora_rank: train LoRA adapters of this rank (`kbz.enable_lora`, with `lora_alpha`
             and `lora_targets`) and the head instead of every weight; `adapter.safetensors`
             holds them, every other output the merged weights.
@@ -169,14 +163,24 @@ def run_finetune(
 
     >>> kbz.training.run_finetune("classifier", "my_preset", "train.tsv", "dev.tsv", "out")
     """
-    learning_rate = default_learning_rate(learning_rate, lora_rank)
-    settings = settings_of(dict(locals()))
-    if keep not in ("best", "last"):
-        raise ValueError(f"--keep must be 'best' or 'last'. Received: {keep!r}.")
+    given = dict(locals())
     if task not in FINETUNING_TASKS:
         raise ValueError(
             f"Unknown fine-tuning task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
         )
+    hyperparameters = finetune_settings(
+        task,
+        lora=bool(lora_rank),
+        epochs=epochs,
+        batch_size=batch_size,
+        sequence_length=sequence_length,
+        learning_rate=learning_rate,
+        warmup_fraction=warmup_fraction,
+    )
+    epochs, batch_size, sequence_length, learning_rate, warmup_fraction = hyperparameters.values()
+    settings = settings_of({**given, **hyperparameters})
+    if keep not in ("best", "last"):
+        raise ValueError(f"--keep must be 'best' or 'last'. Received: {keep!r}.")
     check_flags(
         epochs=epochs,
         batch_size=batch_size,
@@ -211,7 +215,9 @@ def run_finetune(
         )
     total = epochs * steps_per_epoch
     interval = checkpoint_every or steps_per_epoch
-    interval_sizes(total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)")
+    intervals = interval_sizes(
+        total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)"
+    )
     inputs = {"--train": [train], "--validation": [validation]}
     with RunDirectory(output, "finetune", settings, inputs, overwrite) as run:
         if run.finished is not None:
@@ -232,11 +238,14 @@ def run_finetune(
         def predict(network):
             return batching.predict(network, x_val, batch_size, buckets, job.sequence_outputs)
 
+        newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
+
         def validate(network, warn=False):
-            outputs = predict(network)
+            newest.clear()
+            outputs = newest[validation.epoch] = predict(network)
             return job.evaluate(validation_data, outputs, extra_val, warn=warn)
 
-        validation = ValidationCallback(validate, output / "checkpoints")
+        validation = ValidationCallback(validate, output / "checkpoints", len(intervals))
         fit_resumable(
             model,
             dataset,
@@ -251,7 +260,9 @@ def run_finetune(
             checkpoint_every_minutes=checkpoint_every_minutes,
         )
         kept = validation.restore_best() if keep == "best" else validation.history[-1]
-        outputs = predict(model)
+        outputs = newest.get(kept["epoch"])
+        if outputs is None:  # an earlier epoch's weights, or validated before a resume
+            outputs = predict(model)
         predictions = job.predict(validation_data, outputs, extra_val)
         job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
         results = job.metrics(validation_data, predictions)

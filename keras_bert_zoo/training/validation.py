@@ -35,14 +35,19 @@ class ValidationCallback(keras.callbacks.Callback):
     """Evaluates `evaluate(model) -> metrics` at the end of every fit epoch (interval).
 
     Args:
-        evaluate: returns the validation metrics of the model as it is now.
+        evaluate: returns the validation metrics of the model as it is now (`self.epoch`
+            tells which interval, counted from 1).
         directory: where the history and the best weights are kept (the checkpoints').
+        last_epoch: the run's final interval: a new best there writes no weights file, since
+            the model and the run's final checkpoint hold those weights.
     """
 
-    def __init__(self, evaluate, directory):
+    def __init__(self, evaluate, directory, last_epoch: int | None = None):
         super().__init__()
         self.evaluate = evaluate
         self.directory = Path(directory)
+        self.last_epoch = last_epoch
+        self.epoch = None
         self.history = self._read_history()
 
     def _read_history(self) -> list:
@@ -59,6 +64,7 @@ class ValidationCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs if logs is not None else {}
+        self.epoch = epoch + 1
         results = {key: float(value) for key, value in self.evaluate(self.model).items()}
         optimizer = self.model.optimizer
         rate = optimizer.learning_rate
@@ -70,7 +76,8 @@ class ValidationCallback(keras.callbacks.Callback):
         self.history.append({"epoch": epoch + 1, **results})
         self.directory.mkdir(parents=True, exist_ok=True)
         best = self.best
-        if best is not None and best["epoch"] == epoch + 1:  # a new best: its weights first
+        final = epoch + 1 == self.last_epoch
+        if best is not None and best["epoch"] == epoch + 1 and not final:  # its weights first
             if lora_variables(self.model):
                 write_arrays(self.directory / BEST_ADAPTERS, lora_variables(self.model))
             with staged_file(self.directory / BEST_WEIGHTS) as temporary:
