@@ -10,14 +10,20 @@ from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.cli import lora_flags
+from keras_bert_zoo.cli.finetune_flags import TASK_NAMES
 
-# Command-line task names -> the package's task names (`keras_bert_zoo.tasks.TASKS`).
-FINETUNE_TASKS = {"classify": "classifier", "tag": "tagger", "qa": "question_answerer"}
-PREDICTION_FILE = {
-    "classify": "predictions.tsv",
-    "tag": "predictions.conll",
-    "qa": "predictions.json",
-}
+# The tasks `kbz finetune` and `kbz predict` run here (`embed` is in `embed_commands`).
+FINETUNE_TASKS = {cli: task for cli, task in TASK_NAMES.items() if cli != "embed"}
+# Flags passed on as the keyword arguments of the same name, in groups the runs share.
+SCHEDULE = ("epochs", "batch_size", "sequence_length", "learning_rate", "warmup_fraction")
+DEVICES = ("strategy", "tpu", "jit_compile", "mixed_precision", "seed")
+CHECKPOINTS = ("checkpoint_every", "keep_checkpoints", "checkpoint_every_minutes", "overwrite")
+
+
+def flags(args, *names) -> dict:
+    """`{name: args.name}` for the flag names given one by one or in groups."""
+    names = [n for group in names for n in ((group,) if isinstance(group, str) else group)]
+    return {name: getattr(args, name) for name in names}
 
 
 def _load(module: str):
@@ -87,23 +93,8 @@ def run_finetune(args) -> int:
         args.train,
         args.validation,
         args.output,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        sequence_length=args.sequence_length,
-        learning_rate=args.learning_rate,
-        warmup_fraction=args.warmup_fraction,
-        strategy=args.strategy,
-        tpu=args.tpu,
-        jit_compile=args.jit_compile,
-        mixed_precision=args.mixed_precision,
-        seed=args.seed,
-        checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints,
-        checkpoint_every_minutes=args.checkpoint_every_minutes,
-        overwrite=args.overwrite,
+        **flags(args, SCHEDULE, DEVICES, CHECKPOINTS, "keep", "bucketing"),
         export=not args.no_export,
-        keep=args.keep,
-        bucketing=args.bucketing,
         **lora_flags.lora_options(args),
         **options,
     )
@@ -130,24 +121,9 @@ def run_pretrain(args) -> int:
         args.output,
         input_file=args.input_file,
         text_file=args.text_file,
-        from_scratch=args.from_scratch,
-        num_train_steps=args.num_train_steps,
-        batch_size=args.batch_size,
-        max_seq_length=args.max_seq_length,
-        max_predictions_per_seq=args.max_predictions_per_seq,
-        learning_rate=args.learning_rate,
-        warmup_fraction=args.warmup_fraction,
-        optimizer=args.optimizer,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        strategy=args.strategy,
-        tpu=args.tpu,
-        jit_compile=args.jit_compile,
-        mixed_precision=args.mixed_precision,
-        seed=args.seed,
-        checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints,
-        checkpoint_every_minutes=args.checkpoint_every_minutes,
-        overwrite=args.overwrite,
+        **flags(args, "from_scratch", "num_train_steps", "max_seq_length"),
+        **flags(args, "max_predictions_per_seq", "optimizer", "gradient_accumulation_steps"),
+        **flags(args, "batch_size", "learning_rate", "warmup_fraction", DEVICES, CHECKPOINTS),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from keras_bert_zoo.cli import commands, finetune_flags, lora_flags
-from keras_bert_zoo.cli.commands import _load
+from keras_bert_zoo.cli.commands import SCHEDULE, _load
 
 
 def run_finetune_embed(args) -> int:
@@ -29,16 +29,8 @@ def run_finetune_embed(args) -> int:
         args.train,
         args.validation,
         args.output,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        sequence_length=args.sequence_length,
-        learning_rate=args.learning_rate,
-        warmup_fraction=args.warmup_fraction,
-        scale=args.scale,
-        seed=args.seed,
-        jit_compile=args.jit_compile,
+        **commands.flags(args, SCHEDULE, "scale", "seed", "jit_compile", "overwrite"),
         export=not args.no_export,
-        overwrite=args.overwrite,
         **lora_flags.lora_options(args),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
