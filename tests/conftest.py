@@ -61,6 +61,33 @@ def tiny_architecture():
     return dict(TINY)
 
 
+# A 1-layer BERT on the real uncased vocabulary: for runs on the bundled real-data samples.
+TINY_UNCASED = dict(TINY, vocabulary_size=30522, num_layers=1, max_sequence_length=128)
+UNCASED_VOCABULARY = Path(__file__).parents[1] / "keras_bert_zoo/presets/bundled/vocab/uncased.txt"
+
+
+def save_tiny_preset(directory, seed=0, **architecture):
+    """Saves a random `TINY_UNCASED` encoder (with `architecture`'s changes) as a preset
+    directory with the uncased vocabulary; returns its path."""
+    import keras_bert_zoo as kbz  # here, not at the top: the env vars above must come first
+
+    keras.utils.set_random_seed(seed)
+    encoder = kbz.build_encoder(**{**TINY_UNCASED, **architecture})
+    return kbz.save_preset(encoder, directory, vocabulary=UNCASED_VOCABULARY, lowercase=True)
+
+
+class Kill(keras.callbacks.Callback):
+    """Stands for a crash: raises KeyboardInterrupt once the optimizer has taken `step` steps."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations) == self.step:
+            raise KeyboardInterrupt("killed")
+
+
 def random_inputs(batch=3, length=12, vocabulary_size=1000, seed=0, lengths=None):
     """Random ids with right padding: row i has `lengths[i]` real tokens."""
     rng = np.random.default_rng(seed)

@@ -14,14 +14,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY
+from conftest import TINY, Kill, save_tiny_preset
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import fit_resumable
 
 DATA = Path(__file__).parent / "data"
-VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
 ONE_LAYER = {**TINY, "num_layers": 1}  # compiling dominates these tests: keep the graph small
 
 
@@ -75,12 +74,6 @@ def test_mixed_bfloat16_jit_fit_with_lamb_stays_finite_and_learns():
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
 
 
-class _Kill(keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations) == 3:
-            raise KeyboardInterrupt("killed")
-
-
 def _resumable_run(directory, callbacks=()):
     x, y = _batch(size=32, seed=2)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(4, drop_remainder=True)
@@ -93,7 +86,7 @@ def _resumable_run(directory, callbacks=()):
 def test_interrupted_jit_run_resumes_to_the_same_weights(tmp_path):
     straight = _resumable_run(tmp_path / "straight")
     with pytest.raises(KeyboardInterrupt):
-        _resumable_run(tmp_path / "interrupted", [_Kill()])
+        _resumable_run(tmp_path / "interrupted", [Kill(step=3)])
     resumed = _resumable_run(tmp_path / "interrupted")  # the same call again
     for a, b in zip(straight.weights, resumed.weights, strict=True):
         np.testing.assert_allclose(
@@ -163,9 +156,7 @@ def test_kbz_finetune_runs_on_jax_with_its_defaults(tmp_path, caplog):
     # ops) is skipped with a warning that says how to export, not a failure after training.
     from keras_bert_zoo.cli import main
 
-    keras.utils.set_random_seed(0)
-    encoder = kbz.build_encoder(**{**TINY, "vocabulary_size": 30522, "max_sequence_length": 64})
-    preset = kbz.save_preset(encoder, tmp_path / "tiny", vocabulary=VOCABULARY, lowercase=True)
+    preset = save_tiny_preset(tmp_path / "tiny", num_layers=2, max_sequence_length=64)
     train = DATA / "finetune" / "sst2_train_head.tsv"
     argv = ["finetune", "classify", "--preset", str(preset), "--train", str(train)]
     argv += ["--validation", str(train), "--output", str(tmp_path / "run"), "--epochs", "1"]

@@ -8,12 +8,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import save_tiny_preset
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.training import FINETUNING_TASKS, batching
 
 DATA = Path(__file__).parent / "data" / "finetune"
-VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
 TRAIN = {
     "classifier": DATA / "sst2_train_head.tsv",
     "tagger": DATA / "wnut17_train_head.conll",
@@ -25,18 +25,7 @@ LENGTH = {"classifier": 64, "tagger": 64, "question_answerer": 128}
 @pytest.fixture(scope="module")
 def tiny_preset(tmp_path_factory):
     """A 1-layer random BERT without dropout on the real uncased vocabulary."""
-    keras.utils.set_random_seed(0)
-    encoder = kbz.build_encoder(
-        vocabulary_size=30522,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=32,
-        intermediate_dim=64,
-        max_sequence_length=128,
-        dropout=0.0,
-    )
-    directory = tmp_path_factory.mktemp("tiny") / "preset"
-    return kbz.save_preset(encoder, directory, vocabulary=VOCABULARY, lowercase=True)
+    return save_tiny_preset(tmp_path_factory.mktemp("tiny") / "preset", dropout=0.0)
 
 
 def _task_data(preset, task):

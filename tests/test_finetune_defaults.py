@@ -5,17 +5,15 @@ the run's settings, and (slow) learning on a bundled real-data sample from the r
 import json
 from pathlib import Path
 
-import keras
 import pytest
+from conftest import save_tiny_preset
 
-import keras_bert_zoo as kbz
 from keras_bert_zoo.choices import FINETUNE_DEFAULTS
 from keras_bert_zoo.cli import build_parser, main
 from keras_bert_zoo.cli.finetune_flags import FLAGS, TASK_NAMES, resolve
 
 DATA = Path(__file__).parent / "data"
 EXAMPLES = Path(__file__).parents[1] / "examples" / "data"
-VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
 
 
 def _parse(task, *flags):
@@ -46,16 +44,7 @@ def test_help_lists_every_tasks_default(capsys):
 
 def test_a_run_records_its_resolved_defaults(tmp_path, caplog):
     # Left out or given with the default's value: the same run (it says "already complete").
-    keras.utils.set_random_seed(0)
-    encoder = kbz.build_encoder(
-        vocabulary_size=30522,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=32,
-        intermediate_dim=64,
-        max_sequence_length=128,
-    )
-    preset = kbz.save_preset(encoder, tmp_path / "tiny", vocabulary=VOCABULARY, lowercase=True)
+    preset = save_tiny_preset(tmp_path / "tiny")
     command = ["finetune", "tag", "--preset", str(preset), "--output", str(tmp_path / "run")]
     command += ["--train", str(DATA / "finetune" / "wnut17_train_head.conll")]
     command += ["--validation", str(DATA / "finetune" / "wnut17_dev_head.conll")]

@@ -7,7 +7,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from conftest import TINY, random_inputs
+from conftest import TINY, UNCASED_VOCABULARY, Kill, random_inputs, save_tiny_preset
 from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
@@ -18,7 +18,7 @@ from keras_bert_zoo.training.checkpoint_files import load_weights_file, write_ar
 from keras_bert_zoo.training.validation import ValidationCallback
 
 DATA = Path(__file__).parent / "data" / "finetune"
-VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
+
 HIDDEN, INNER, LAYERS, CLASSES = TINY["hidden_dim"], TINY["intermediate_dim"], TINY["num_layers"], 3
 
 
@@ -93,7 +93,7 @@ def test_merged_model_equals_the_lora_model_and_has_no_lora_variables():
 
 def test_adapter_file_round_trip_into_a_fresh_base(tmp_path):
     encoder = kbz.encoder.find_encoder(_classifier(seed=0))  # the base a preset holds
-    tokens = VOCABULARY.read_text().splitlines()[: TINY["vocabulary_size"]]
+    tokens = UNCASED_VOCABULARY.read_text().splitlines()[: TINY["vocabulary_size"]]
     preset = kbz.save_preset(encoder, tmp_path / "base", vocabulary=tokens, lowercase=True)
     model = kbz.from_preset(preset, task="classifier", num_classes=CLASSES, dropout=0.0)
     kbz.enable_lora(model, rank=2, targets="attention")
@@ -174,10 +174,7 @@ def test_mixed_precision_lora_trains_finite_and_merges():
 
 @pytest.fixture(scope="module")
 def tiny_preset(tmp_path_factory):
-    keras.utils.set_random_seed(0)
-    encoder = kbz.build_encoder(**{**TINY, "vocabulary_size": 30522, "num_layers": 1})
-    directory = tmp_path_factory.mktemp("tiny") / "preset"
-    return kbz.save_preset(encoder, directory, vocabulary=VOCABULARY, lowercase=True)
+    return save_tiny_preset(tmp_path_factory.mktemp("tiny") / "preset", max_sequence_length=64)
 
 
 def _head(tmp_path, count):
@@ -220,18 +217,6 @@ def test_lora_flags_are_checked_before_any_work(tiny_preset, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-class _Kill(keras.callbacks.Callback):
-    """Stands for a crash: raises after `step` optimizer steps."""
-
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations) == self.step:
-            raise KeyboardInterrupt("killed")
-
-
 def _finetune(preset, train, output):
     return runs.run_finetune(
         "classifier", str(preset), str(train), str(train), str(output), epochs=2,
@@ -245,7 +230,7 @@ def test_an_interrupted_lora_run_resumes_to_the_uninterrupted_weights(
 ):
     train = _head(tmp_path, 49)  # 3 steps per epoch, 6 in intervals of 2
     _finetune(tiny_preset, train, tmp_path / "straight")
-    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=5))
+    monkeypatch.setattr(runs, "tensorboard", lambda output: Kill(step=5))
     with pytest.raises(KeyboardInterrupt):
         _finetune(tiny_preset, train, tmp_path / "interrupted")
     monkeypatch.undo()

@@ -15,6 +15,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from conftest import Kill
 from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
@@ -72,23 +73,11 @@ def _checkpoints(output: Path) -> list:
     return json.loads(state.read_text())["checkpoints"] if state.exists() else []
 
 
-class _Kill(keras.callbacks.Callback):
-    """Stands for a crash: raises after `step` optimizer steps."""
-
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations) == self.step:
-            raise KeyboardInterrupt("killed")
-
-
 def test_a_timed_checkpoint_inside_an_interval_resumes_exactly(tmp_path, monkeypatch):
     _pretrain(tmp_path / "straight")
     ticks = itertools.count(0, 50)  # a fake clock: 50 s pass at every look
     monkeypatch.setattr(checkpoint_files, "_clock", lambda: float(next(ticks)))
-    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: _Kill(step=8))
+    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: Kill(step=8))
     with pytest.raises(KeyboardInterrupt):
         _pretrain(tmp_path / "timed", checkpoint_every_minutes=1)
     saved = [(c["step"], c["interval"], c["weights"]) for c in _checkpoints(tmp_path / "timed")]
@@ -263,7 +252,7 @@ def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(
     finetune(tmp_path / "straight")
     ticks = itertools.count(0, 50)
     monkeypatch.setattr(checkpoint_files, "_clock", lambda: float(next(ticks)))
-    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=6 if bucketing else 7))
+    monkeypatch.setattr(runs, "tensorboard", lambda output: Kill(step=6 if bucketing else 7))
     with pytest.raises(KeyboardInterrupt):
         finetune(tmp_path / "timed", checkpoint_every_minutes=1)
     saved = [(c["step"], c["interval"]) for c in _checkpoints(tmp_path / "timed")]

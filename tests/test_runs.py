@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import Kill, save_tiny_preset
 from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
@@ -22,23 +23,12 @@ from keras_bert_zoo.training import pretrain_runs, runs
 from keras_bert_zoo.training.rundir import RunDirectory
 
 DATA = Path(__file__).parent / "data"
-VOCABULARY = kbz.presets.builtin_presets_dir() / "vocab" / "uncased.txt"
 
 
 @pytest.fixture(scope="module")
 def tiny_preset(tmp_path_factory):
     """A 1-layer random BERT on the real uncased vocabulary, as a preset directory."""
-    keras.utils.set_random_seed(0)
-    encoder = kbz.build_encoder(
-        vocabulary_size=30522,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=32,
-        intermediate_dim=64,
-        max_sequence_length=128,
-    )
-    directory = tmp_path_factory.mktemp("tiny") / "preset"
-    return kbz.save_preset(encoder, directory, vocabulary=VOCABULARY, lowercase=True)
+    return save_tiny_preset(tmp_path_factory.mktemp("tiny") / "preset")
 
 
 def _lines(source: Path, destination: Path, count: int) -> Path:
@@ -313,21 +303,9 @@ def _pretrain(output, **overrides):
     return pretrain_runs.run_pretrain("bert_tiny_en_uncased", str(output), **arguments)
 
 
-class _Kill(keras.callbacks.Callback):
-    """Stands for a crash: raises after `step` optimizer steps."""
-
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations) == self.step:
-            raise KeyboardInterrupt("killed")
-
-
 def test_interrupted_pretraining_resumes_to_the_same_weights(tmp_path, monkeypatch):
     _pretrain(tmp_path / "straight")
-    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: _Kill(step=3))
+    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: Kill(step=3))
     with pytest.raises(KeyboardInterrupt):
         _pretrain(tmp_path / "interrupted")
     newest = _checkpoints(tmp_path / "interrupted")[-1]
@@ -373,7 +351,7 @@ def keep_checkpoints_at_completion(monkeypatch):
 
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, monkeypatch, caplog):
     _pretrain(tmp_path / "straight", num_train_steps=8, checkpoint_every=2)
-    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: _Kill(step=7))
+    monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: Kill(step=7))
     with pytest.raises(KeyboardInterrupt):
         _pretrain(tmp_path / "damaged", num_train_steps=8, checkpoint_every=2, keep_checkpoints=2)
     monkeypatch.undo()
@@ -604,7 +582,7 @@ def test_interrupted_bucketed_finetuning_resumes_to_the_same_weights(
     # checkpoint intervals of 2, each validated
     history = json.loads((tmp_path / "straight" / "metrics.json").read_text())["history"]
     assert [entry["epoch"] for entry in history] == [1, 2, 3]
-    monkeypatch.setattr(runs, "tensorboard", lambda output: _Kill(step=5))
+    monkeypatch.setattr(runs, "tensorboard", lambda output: Kill(step=5))
     with pytest.raises(KeyboardInterrupt):
         _finetune(tiny_preset, train, validation, tmp_path / "interrupted")
     assert _checkpoints(tmp_path / "interrupted")[-1]["step"] == 4  # resumes inside epoch 2
