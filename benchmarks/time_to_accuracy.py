@@ -151,6 +151,25 @@ def _conll(path):
     return sentences
 
 
+def _hf_optimizer(model, learning_rate, total):
+    """The recipe's AdamW (decay 0.01 but not on biases and LayerNorm, epsilon 1e-6) and
+    linear schedule with 10% warmup, as transformers' examples set them up."""
+    import torch  # the `reference` extra: only the Hugging Face child imports it
+    import transformers  # the `reference` extra, as torch
+
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=learning_rate,
+        eps=1e-6,
+    )
+    return optimizer, transformers.get_linear_schedule_with_warmup(
+        optimizer, int(0.1 * total), total
+    )
+
+
 def run_hf(args, work: Path) -> float:
     import numpy as np
     import torch
@@ -217,15 +236,7 @@ def run_hf(args, work: Path) -> float:
     count = len(train_items[0])
     steps_per_epoch = count // args.batch_size
     total = steps_per_epoch * args.epochs
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.learning_rate,
-        eps=1e-6,
-    )
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
+    optimizer, schedule = _hf_optimizer(model, args.learning_rate, total)
     rng = np.random.default_rng(args.seed)
     model.train()
     for _ in range(args.epochs):
@@ -404,15 +415,7 @@ def hf_squad(args, model_dir, tokenizer) -> float:
     count = len(features["input_ids"])
     steps_per_epoch = count // args.batch_size
     total = steps_per_epoch * args.epochs
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.learning_rate,
-        eps=1e-6,
-    )
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
+    optimizer, schedule = _hf_optimizer(model, args.learning_rate, total)
     rng = np.random.default_rng(args.seed)
     model.train()
     for _ in range(args.epochs):
