@@ -3,12 +3,9 @@
 The implementation (Keras, TensorFlow, tf2onnx) is imported when the command runs.
 """
 
-import importlib
 from pathlib import Path
 
-
-def _load(module: str):
-    return importlib.import_module(f"keras_bert_zoo.{module}")
+from keras_bert_zoo.cli.commands import _load
 
 
 def export_task(config, requested: str | None) -> str:
