@@ -170,8 +170,30 @@ def _hf_optimizer(model, learning_rate, total):
     )
 
 
-def run_hf(args, work: Path) -> float:
+def _hf_train(model, args, count, batch_of):
+    """The recipe's training loop on the Hugging Face side: `args.epochs` seeded permutations
+    of `count` examples in whole batches (`batch_of(rows)` -> model inputs with labels),
+    global-norm clip 1.0; leaves `model` in eval mode."""
     import numpy as np
+    import torch  # the `reference` extra, as above
+
+    total = count // args.batch_size * args.epochs
+    optimizer, schedule = _hf_optimizer(model, args.learning_rate, total)
+    rng = np.random.default_rng(args.seed)
+    model.train()
+    for _ in range(args.epochs):
+        order = rng.permutation(count)
+        for step in range(count // args.batch_size):
+            rows = order[step * args.batch_size : (step + 1) * args.batch_size]
+            model(**batch_of(rows)).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+    model.eval()
+
+
+def run_hf(args, work: Path) -> float:
     import torch
     import transformers
 
@@ -233,23 +255,7 @@ def run_hf(args, work: Path) -> float:
             return batch
 
         train_items = (sentences,)
-    count = len(train_items[0])
-    steps_per_epoch = count // args.batch_size
-    total = steps_per_epoch * args.epochs
-    optimizer, schedule = _hf_optimizer(model, args.learning_rate, total)
-    rng = np.random.default_rng(args.seed)
-    model.train()
-    for _ in range(args.epochs):
-        order = rng.permutation(count)
-        for step in range(steps_per_epoch):
-            indices = order[step * args.batch_size : (step + 1) * args.batch_size]
-            loss = model(**encode(indices, *train_items)).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-    model.eval()
+    _hf_train(model, args, len(train_items[0]), lambda rows: encode(rows, *train_items))
     with torch.no_grad():
         if args.task == "sst2":
             correct = 0
@@ -412,25 +418,13 @@ def hf_squad(args, model_dir, tokenizer) -> float:
     heldout = _squad_examples(FILES["squad"][1])
     model = transformers.AutoModelForQuestionAnswering.from_pretrained(model_dir)
     features, _, _ = _squad_features(tokenizer, train, args, with_labels=True)
-    count = len(features["input_ids"])
-    steps_per_epoch = count // args.batch_size
-    total = steps_per_epoch * args.epochs
-    optimizer, schedule = _hf_optimizer(model, args.learning_rate, total)
-    rng = np.random.default_rng(args.seed)
-    model.train()
-    for _ in range(args.epochs):
-        order = rng.permutation(count)
-        for step in range(steps_per_epoch):
-            rows = torch.as_tensor(order[step * args.batch_size : (step + 1) * args.batch_size])
-            batch = {k: v[rows] for k, v in features.items()}
-            longest = int(batch["attention_mask"].sum(-1).max())  # per-batch padding
-            batch = {k: v[:, :longest] if v.dim() == 2 else v for k, v in batch.items()}
-            model(**batch).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-    model.eval()
+
+    def batch_of(rows):
+        batch = {k: v[torch.as_tensor(rows)] for k, v in features.items()}
+        longest = int(batch["attention_mask"].sum(-1).max())  # per-batch padding
+        return {k: v[:, :longest] if v.dim() == 2 else v for k, v in batch.items()}
+
+    _hf_train(model, args, len(features["input_ids"]), batch_of)
     inputs, mapping, offsets = _squad_features(tokenizer, heldout, args, with_labels=False)
     best = {}  # example -> (score, text), over its windows
     with torch.no_grad():
@@ -539,7 +533,8 @@ def main():
 
 def table(results, args) -> str:
     metric = {"sst2": "accuracy", "wnut17": "entity F1", "squad": "SQuAD F1"}[args.task]
-    kbz = statistics.mean(r["seconds"] for r in results if r["stack"] == "kbz")
+    kbz_runs = [r["seconds"] for r in results if r["stack"] == "kbz"]
+    kbz = statistics.mean(kbz_runs) if kbz_runs else None  # --stacks without kbz: no ratio
     lines = [
         f"| stack | seconds (mean) | x kbz time | {metric} mean | min-max |",
         "|---|---|---|---|---|",
@@ -549,7 +544,8 @@ def table(results, args) -> str:
         seconds = statistics.mean(r["seconds"] for r in runs)
         scores = [r["score"] for r in runs]
         lines.append(
-            f"| {stack} | {seconds:.1f} | {seconds / kbz:.2f} | {statistics.mean(scores):.4f} "
+            f"| {stack} | {seconds:.1f} | {f'{seconds / kbz:.2f}' if kbz else '-'} "
+            f"| {statistics.mean(scores):.4f} "
             f"| {min(scores):.4f}-{max(scores):.4f} |"
         )
     return "\n".join(lines)
