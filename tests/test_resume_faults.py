@@ -195,6 +195,9 @@ def records(tmp_path_factory):
     return directory
 
 
+# 60-160 s: in `make test-slow`; one SIGKILL then the same command runs in every `make test`
+# (tests/test_runs.py::test_sigkill_at_a_random_moment_then_same_command_resumes_exactly).
+@pytest.mark.slow
 def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(records, tmp_path):
     """Four `kill -9` in one run (two inside a checkpoint write, two at seeded random
     moments), then the same command: the weights of one uninterrupted run (1e-6)."""
