@@ -95,7 +95,7 @@ def run_finetune(args) -> int:
         args.output,
         **flags(args, SCHEDULE, DEVICES, CHECKPOINTS, "keep", "bucketing"),
         export=not args.no_export,
-        **lora_flags.lora_options(args),
+        **flags(args, lora_flags.LORA),
         **options,
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))

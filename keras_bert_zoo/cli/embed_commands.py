@@ -31,7 +31,7 @@ def run_finetune_embed(args) -> int:
         args.output,
         **commands.flags(args, SCHEDULE, "scale", "seed", "jit_compile", "overwrite"),
         export=not args.no_export,
-        **lora_flags.lora_options(args),
+        **commands.flags(args, lora_flags.LORA),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)

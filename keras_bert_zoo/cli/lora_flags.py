@@ -1,5 +1,8 @@
 """The LoRA flags of `kbz finetune` (argparse only; no heavy import)."""
 
+# The flags passed on by name to the fine-tuning runs (`commands.flags(args, LORA)`).
+LORA = ("lora_rank", "lora_alpha", "lora_targets")
+
 
 def add_lora_arguments(parser) -> None:
     """`--lora-rank`, `--lora-alpha`, `--lora-targets` (with `--lora-rank`, `--learning-rate`
@@ -25,11 +28,4 @@ def add_lora_arguments(parser) -> None:
         default="all",
         help="projections adapted: all (query/key/value, attention output, feed-forward; "
         "default) or attention only",
-    )
-
-
-def lora_options(args) -> dict:
-    """The keyword arguments of the fine-tuning runs for LoRA."""
-    return dict(
-        lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_targets=args.lora_targets
     )

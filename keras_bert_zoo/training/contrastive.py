@@ -119,11 +119,11 @@ def run_finetune_embed(
     train,
     validation,
     output,
-    epochs: int = 1,
-    batch_size: int = 32,
-    sequence_length: int = 128,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    sequence_length: int | None = None,
     learning_rate: float | None = None,
-    warmup_fraction: float = 0.1,
+    warmup_fraction: float | None = None,
     scale: float = 20.0,
     seed: int = 0,
     jit_compile: bool = True,
@@ -136,12 +136,22 @@ def run_finetune_embed(
     """Fine-tunes `preset` as an embedder on `train` pairs; validation retrieval before/after.
 
     Returns (and writes to `output/metrics.json`) `{"before": {...}, "after": {...}, ...}`
-    with `recall@1`, `recall@5`, `mrr` of the validation pairs.
+    with `recall@1`, `recall@5`, `mrr` of the validation pairs. `epochs`, `batch_size`,
+    `sequence_length`, `learning_rate`, `warmup_fraction`: None takes the embedder's default
+    (`keras_bert_zoo.choices.FINETUNE_DEFAULTS`, as `kbz finetune embed`; the learning rate
+    of a LoRA run: `LORA_LEARNING_RATE`).
 
     >>> kbz.training.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
     """
-    rates = finetune_settings("embedder", lora=bool(lora_rank), learning_rate=learning_rate)
-    learning_rate = rates["learning_rate"]  # None: the embedder's default, or LoRA's
+    epochs, batch_size, sequence_length, learning_rate, warmup_fraction = finetune_settings(
+        "embedder",
+        lora=bool(lora_rank),
+        epochs=epochs,
+        batch_size=batch_size,
+        sequence_length=sequence_length,
+        learning_rate=learning_rate,
+        warmup_fraction=warmup_fraction,
+    ).values()
     check_lora(lora_rank, lora_alpha, lora_targets)
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         check_positive_int(name, value)
