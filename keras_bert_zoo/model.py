@@ -132,8 +132,22 @@ class BertModel(keras.Model):
                     )
         return x
 
+    def build_optimizer(self) -> None:
+        """Creates the compiled optimizer's slot variables now, before a step is traced.
+
+        Without a distribution strategy Keras' TensorFlow trainer builds the optimizer inside
+        the first trace of the train step, and a `tf.function` whose first trace creates
+        variables is traced a second time: about 4 s of Python for a 6-layer model, paid on
+        every run's first step (benchmarks/RESULTS.md). `fit` and `train_on_batch` call this.
+        """
+        optimizer = getattr(self, "optimizer", None)
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(self.trainable_variables)
+
     def fit(self, x=None, *args, **kwargs):
-        return super().fit(self._check_data(x), *args, **kwargs)
+        x = self._check_data(x)
+        self.build_optimizer()
+        return super().fit(x, *args, **kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):
         return super().evaluate(self._check_data(x), *args, **kwargs)
@@ -142,7 +156,9 @@ class BertModel(keras.Model):
         return super().predict(self._check_data(x), *args, **kwargs)
 
     def train_on_batch(self, x, *args, **kwargs):
-        return super().train_on_batch(self._check_data(x), *args, **kwargs)
+        x = self._check_data(x)
+        self.build_optimizer()
+        return super().train_on_batch(x, *args, **kwargs)
 
     def test_on_batch(self, x, *args, **kwargs):
         return super().test_on_batch(self._check_data(x), *args, **kwargs)

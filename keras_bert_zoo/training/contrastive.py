@@ -193,6 +193,8 @@ def run_finetune_embed(
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             jit_compile=jit_compile,
         )
+        # slots before the first trace, or the train step is traced twice (BertModel.fit)
+        trainer.optimizer.build(trainer.trainable_variables)
         losses = []
         for batches in epoch_batches:  # new distinct batches each epoch
             dataset = _dataset(train_pairs, batches, preprocessor)
