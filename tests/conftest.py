@@ -5,13 +5,22 @@ other backends' `test_backend_<name>*.py`; with `KERAS_BACKEND=jax` or `torch` o
 backend's modules (the other modules use TensorFlow directly).
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if os.environ.get("KERAS_BACKEND") == "jax":  # two host devices for the data parallel test;
     # set before Keras starts JAX (TensorFlow's own XLA would read it too)
     os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+# `kbz` commands run by the tests keep XLA's compiled programs in one folder per session, never
+# in the user's ~/.cache (tests/test_compile_cache.py checks the cache itself).
+if "KBZ_COMPILE_CACHE" not in os.environ:
+    os.environ["KBZ_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="kbz-test-xla-")
+    atexit.register(shutil.rmtree, os.environ["KBZ_COMPILE_CACHE"], ignore_errors=True)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -22,6 +22,7 @@ def main(argv=None) -> int:
     )
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
+            commands.use_compile_cache(args)
             return args.run(args)
         except (ValueError, FileNotFoundError) as error:
             print(f"kbz {args.command}: error: {error}", file=sys.stderr)

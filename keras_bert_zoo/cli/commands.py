@@ -31,6 +31,16 @@ def _load(module: str):
     return importlib.import_module(f"keras_bert_zoo.{module}")
 
 
+def use_compile_cache(args) -> None:
+    """Before anything compiles: XLA's programs kept on disk (`--compile-cache`)."""
+    if not getattr(args, "jit_compile", False):
+        return
+    choice = args.compile_cache
+    cache = _load("training.compile_cache")
+    if choice is None or choice.strip().lower() not in cache.OFF:
+        cache.enable_compile_cache(choice)
+
+
 def run_presets(args) -> int:
     registry = _load("presets.registry")
     for name in registry.list_presets():

@@ -11,6 +11,7 @@ from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
 from keras_bert_zoo.cli import commands, embed_commands
 from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
+from keras_bert_zoo.cli.compile_flags import add_compile_arguments
 from keras_bert_zoo.cli.embed_parser import add_embed
 from keras_bert_zoo.cli.export_flags import add_export_flags
 from keras_bert_zoo.cli.finetune_flags import add_finetune_hyperparameters
@@ -68,12 +69,10 @@ def _add_training_arguments(parser, learning_rate: float | None = None, batch_si
         parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--strategy", choices=STRATEGIES, default="none")
     parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
-    parser.add_argument(
-        "--jit-compile",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="compile training steps with XLA (default: on; --no-jit-compile runs them "
-        "uncompiled, e.g. to debug)",
+    add_compile_arguments(
+        parser,
+        "compile training steps with XLA (default: on; --no-jit-compile runs them uncompiled, "
+        "e.g. to debug)",
     )
     parser.add_argument("--mixed-precision", choices=PRECISIONS, default="float32")
     parser.add_argument("--seed", type=int, default=0)
@@ -225,12 +224,7 @@ def _add_predict(subcommands) -> None:
         default=None,
         help="default: the run's own (128 for a plain preset)",
     )
-    predict.add_argument(
-        "--jit-compile",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="run the model with XLA (default: on)",
-    )
+    add_compile_arguments(predict, "run the model with XLA (default: on)")
     predict.add_argument(
         "--bucketing",
         action=argparse.BooleanOptionalAction,

@@ -5,6 +5,7 @@
 - `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
 - `resume`: `fit_resumable`, checkpoints at step intervals (and in time) and exact resume;
   `checkpoint_files`: the atomic checkpoint files, `state.json` and the fallback on damage;
+- `compile_cache`: `enable_compile_cache`, XLA's compiled programs kept on disk across runs;
 - `batching`: length bucketing, the seeded batch schedule of fine-tuning and trimmed
   prediction batches;
 - `finetuning`: task data to model inputs and back to metrics, per fine-tuning task;
@@ -32,6 +33,7 @@ _EXPORTS = {
     "WarmupLinearDecay": f"{_PACKAGE}.optimizers",
     "create_optimizer": f"{_PACKAGE}.optimizers",
     "embed_texts": f"{_PACKAGE}.embed",
+    "enable_compile_cache": f"{_PACKAGE}.compile_cache",
     "fit_resumable": f"{_PACKAGE}.resume",
     "get_strategy": f"{_PACKAGE}.distributed",
     "load_embedder": f"{_PACKAGE}.embed",

@@ -1,0 +1,18 @@
+"""`--jit-compile` and `--compile-cache`, shared by `kbz finetune`, `pretrain` and `predict`."""
+
+import argparse
+
+
+def add_compile_arguments(parser, jit_help: str) -> None:
+    """`--jit-compile` and the on-disk cache of its compiled programs, `--compile-cache`."""
+    parser.add_argument(
+        "--jit-compile", action=argparse.BooleanOptionalAction, default=True, help=jit_help
+    )
+    parser.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR",
+        help="keep XLA's compiled programs in DIR, so that the same run again (a resume, "
+        "another seed, kbz predict) skips those compiles (default: $KBZ_COMPILE_CACHE, else "
+        "~/.cache/keras_bert_zoo/xla; 'off' to switch it off)",
+    )
