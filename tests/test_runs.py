@@ -2,6 +2,7 @@
 outputs written, metrics computed, exact resume after an interruption, NaN handling."""
 
 import errno
+import gc
 import json
 import random
 import signal
@@ -212,6 +213,7 @@ def test_validation_after_every_epoch_and_the_best_epoch_kept(tiny_preset, tmp_p
     assert record["f1"] == pytest.approx(kept["f1"])
     assert {"epoch_learning_rate", "epoch_loss"} <= _summary_tags(output / "logs" / "train")
     assert {"epoch_accuracy", "epoch_f1"} <= _summary_tags(output / "logs" / "validation")
+    assert gc.get_freeze_count() == 0  # the run's frozen objects are handed back (heap.py)
 
 
 def _summary_tags(directory) -> set:

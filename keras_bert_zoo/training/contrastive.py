@@ -26,6 +26,7 @@ from keras_bert_zoo.lora import enable_lora
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.training.embed import embed_texts, load_embedder, read_lines, recall_at_k
+from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.rundir import RunDirectory
 from keras_bert_zoo.training.runs import check_lora, write_lora_outputs
@@ -177,7 +178,10 @@ def run_finetune_embed(
     inputs = {"train": [train], "validation": [validation]}
     if lora_rank:  # recorded only when on, so runs from before LoRA existed still resume
         settings.update(lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
-    with RunDirectory(output, "finetune_embed", settings, inputs, overwrite) as run:
+    with (
+        RunDirectory(output, "finetune_embed", settings, inputs, overwrite) as run,
+        frozen_heap() as freeze,
+    ):
         if run.finished is not None:
             return run.finished
         keras.utils.set_random_seed(seed)
@@ -196,10 +200,12 @@ def run_finetune_embed(
         # slots before the first trace, or the train step is traced twice (BertModel.fit)
         trainer.optimizer.build(trainer.trainable_variables)
         losses = []
+        freeze()  # the model and data: out of the collector's walks (training.heap)
         for batches in epoch_batches:  # new distinct batches each epoch
             dataset = _dataset(train_pairs, batches, preprocessor)
             history = trainer.fit(dataset, shuffle=False, verbose=0)
             losses.append(float(history.history["loss"][-1]))
+        freeze()  # and the traced programs, before the export's tracing makes new ones
         after = retrieval_metrics(embedder, preprocessor, validation_pairs, 64)
         metrics = {
             "before": before,

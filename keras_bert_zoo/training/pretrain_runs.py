@@ -20,6 +20,7 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.tokenization import BertTokenizer
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
+from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 from keras_bert_zoo.training.rundir import RunDirectory
@@ -121,7 +122,10 @@ def run_pretrain(
     dataset = pretraining_data(
         input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
     )
-    with RunDirectory(output, "pretrain", settings, inputs, overwrite) as run:
+    with (
+        RunDirectory(output, "pretrain", settings, inputs, overwrite) as run,
+        frozen_heap() as freeze,
+    ):
         if run.finished is not None:
             return run.finished
         output = Path(output)
@@ -146,6 +150,7 @@ def run_pretrain(
                 ),
                 jit_compile=jit_compile,
             )
+        freeze()  # the model and data: out of the collector's walks (training.heap)
         history = fit_resumable(
             model,
             dataset,

@@ -27,6 +27,7 @@ from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
+from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 from keras_bert_zoo.training.rundir import RunDirectory
@@ -219,7 +220,10 @@ def run_finetune(
         total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)"
     )
     inputs = {"--train": [train], "--validation": [validation]}
-    with RunDirectory(output, "finetune", settings, inputs, overwrite) as run:
+    with (
+        RunDirectory(output, "finetune", settings, inputs, overwrite) as run,
+        frozen_heap() as freeze,
+    ):
         if run.finished is not None:
             return run.finished
         output = Path(output)
@@ -246,6 +250,7 @@ def run_finetune(
             return job.evaluate(validation_data, outputs, extra_val, warn=warn)
 
         validation = ValidationCallback(validate, output / "checkpoints", len(intervals))
+        freeze()  # the model and data: out of the collector's walks (training.heap)
         fit_resumable(
             model,
             dataset,
@@ -259,6 +264,7 @@ def run_finetune(
             keep_checkpoints=keep_checkpoints,
             checkpoint_every_minutes=checkpoint_every_minutes,
         )
+        freeze()  # and the traced programs, before the export's tracing makes new ones
         kept = validation.restore_best() if keep == "best" else validation.history[-1]
         outputs = newest.get(kept["epoch"])
         if outputs is None:  # an earlier epoch's weights, or validated before a resume

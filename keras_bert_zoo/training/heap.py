@@ -1,0 +1,28 @@
+"""Keeps Python's cyclic garbage collector off the objects a training run holds for good.
+
+At the end of a `kbz finetune` run of MiniLM the process holds about 500,000 Python objects:
+the model's layers and variables and the traced graphs of every train and prediction program.
+Python's oldest-generation collection walks all of them once enough new objects survive, and
+the SavedModel export's tracing makes that happen. Measured on this project's 2-core VMs
+(benchmarks/RESULTS.md): one such walk took 0.3 s in one run and 23 s in another, with the
+CPU idle, because these VMs reclaim memory pages left untouched during training and the walk
+faults every one back in; it was the 20-30 s that came and went in `kbz finetune`'s time.
+
+`frozen_heap()` moves the objects alive at the start of training, and again after it
+(`refreeze`), into Python's permanent generation (`gc.freeze`), which collections skip. Nothing
+is walked on the way in (no `gc.collect`: that walk is the cost). When the run ends,
+`gc.unfreeze` hands them back, so a notebook that called the run collects them as usual.
+"""
+
+import contextlib
+import gc
+
+
+@contextlib.contextmanager
+def frozen_heap():
+    """Freezes the objects alive now for the duration of the block; yields `refreeze`."""
+    gc.freeze()
+    try:
+        yield gc.freeze
+    finally:
+        gc.unfreeze()
