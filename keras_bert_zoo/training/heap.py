@@ -8,8 +8,10 @@ the SavedModel export's tracing makes that happen. Measured on this project's 2-
 CPU idle, because these VMs reclaim memory pages left untouched during training and the walk
 faults every one back in; it was the 20-30 s that came and went in `kbz finetune`'s time.
 
-`frozen_heap()` moves the objects alive at the start of training, and again after it
-(`refreeze`), into Python's permanent generation (`gc.freeze`), which collections skip. Nothing
+`frozen_heap()` moves the objects alive at the start of training into Python's permanent
+generation (`gc.freeze`), which collections skip, and the run calls the `refreeze` it yields
+again before each phase that traces new programs after a long stretch of steps (validation,
+the export). Nothing
 is walked on the way in (no `gc.collect`: that walk is the cost). When the run ends,
 `gc.unfreeze` hands them back, so a notebook that called the run collects them as usual.
 """

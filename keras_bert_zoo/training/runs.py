@@ -245,6 +245,7 @@ def run_finetune(
         newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
 
         def validate(network, warn=False):
+            freeze()  # the train steps' traced graphs, before prediction traces its own
             newest.clear()
             outputs = newest[validation.epoch] = predict(network)
             return job.evaluate(validation_data, outputs, extra_val, warn=warn)
