@@ -2,7 +2,8 @@
 
 Every `kbz finetune` run compiles one train step per length bucket and one prediction program
 per bucket (about 3 s of XLA compile each for MiniLM on 2 CPU cores, benchmarks/RESULTS.md),
-and a resumed, repeated or later `kbz predict` run compiled the very same programs again.
+and a resumed or repeated run (or `kbz predict` again on the same model, batch size and
+lengths) compiled the very same programs again.
 TensorFlow and JAX can keep compiled executables on disk; this module switches that on in a
 directory that is safe to share:
 

@@ -4,16 +4,16 @@ At the end of a `kbz finetune` run of MiniLM the process holds about 500,000 Pyt
 the model's layers and variables and the traced graphs of every train and prediction program.
 Python's oldest-generation collection walks all of them once enough new objects survive, and
 the SavedModel export's tracing makes that happen. Measured on this project's 2-core VMs
-(benchmarks/RESULTS.md): one such walk took 0.3 s in one run and 23 s in another, with the
+(benchmarks/RESULTS.md): one such walk took 0.28 s in one run and 23 s in another, with the
 CPU idle, because these VMs reclaim memory pages left untouched during training and the walk
-faults every one back in; it was the 20-30 s that came and went in `kbz finetune`'s time.
+faults every one of them back in.
 
 `frozen_heap()` moves the objects alive at the start of training into Python's permanent
 generation (`gc.freeze`), which collections skip, and the run calls the `refreeze` it yields
 again before each phase that traces new programs after a long stretch of steps (validation,
-the export). Nothing
-is walked on the way in (no `gc.collect`: that walk is the cost). When the run ends,
-`gc.unfreeze` hands them back, so a notebook that called the run collects them as usual.
+the export). Nothing is walked on the way in (no `gc.collect`: that walk is the cost). When
+the run ends, `gc.unfreeze` hands the objects back, so a notebook that called the run
+collects them as usual.
 """
 
 import contextlib
