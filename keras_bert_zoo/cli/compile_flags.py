@@ -13,6 +13,6 @@ def add_compile_arguments(parser, jit_help: str) -> None:
         default=None,
         metavar="DIR",
         help="keep XLA's compiled programs in DIR, so that the same run again (a resume, "
-        "another seed, kbz predict of the same model again) skips those compiles (default: $KBZ_COMPILE_CACHE, else "
-        "~/.cache/keras_bert_zoo/xla; 'off' to switch it off)",
+        "another seed, kbz predict of the same model again) skips those compiles (default: "
+        "$KBZ_COMPILE_CACHE, else ~/.cache/keras_bert_zoo/xla; 'off' to switch it off)",
     )
