@@ -17,6 +17,7 @@ The model also carries its task: `task` ("encoder", "pretrainer", "classifier", 
 Everything else is plain `keras.Model`.
 """
 
+import contextlib
 import sys
 from collections.abc import Mapping
 
@@ -141,7 +142,12 @@ class BertModel(keras.Model):
         every run's first step (benchmarks/RESULTS.md). `fit` and `train_on_batch` call this.
         """
         optimizer = getattr(self, "optimizer", None)
-        if optimizer is not None and not optimizer.built:
+        if optimizer is None or optimizer.built:
+            return
+        # a model built under a `tf.distribute` strategy gets its slots in that scope, as
+        # Keras' own first step would make them (TensorFlow only: `distribute_strategy`)
+        strategy = getattr(self, "distribute_strategy", None)
+        with strategy.scope() if strategy is not None else contextlib.nullcontext():
             optimizer.build(self.trainable_variables)
 
     def fit(self, x=None, *args, **kwargs):
