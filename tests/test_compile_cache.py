@@ -78,7 +78,7 @@ def test_second_process_loads_the_train_step_from_disk_whatever_its_seed(tmp_pat
     assert LOADED in again.stderr
     assert _entries(tmp_path / "xla") == written  # nothing compiled, nothing rewritten
     loss = lambda done: float(done.stdout.split("LOSS")[1])  # noqa: E731
-    assert np.isfinite(loss(again)) and loss(again) != loss(first)  # seed 1's own dropout
+    assert np.isfinite(loss(again)) and loss(again) != loss(first)  # seed 1's own init, dropout
 
 
 def test_unusable_directory_switches_the_cache_off_with_a_warning(tmp_path, monkeypatch, caplog):
