@@ -27,7 +27,13 @@ import tensorflow as tf  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
 
-SHAPES = {"tiny": (2, 128, 2), "small": (4, 512, 8), "medium": (8, 512, 8), "base": (12, 768, 12)}
+SHAPES = {
+    "tiny": (2, 128, 2),
+    "small": (4, 512, 8),
+    "minilm": (6, 384, 12),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+}
 VOCABULARY = 30522
 
 

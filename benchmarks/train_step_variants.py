@@ -2,6 +2,8 @@
 
     python benchmarks/train_step_variants.py --shape small          # train step
     python benchmarks/train_step_variants.py --shape tiny --forward # predict_on_batch
+    python benchmarks/train_step_variants.py --shape minilm --sequence-length 32 \
+        --variants "ours (XLA),full last block"
     XLA_FLAGS=--xla_cpu_use_onednn=true python benchmarks/train_step_variants.py
 
 Each variant changes one thing of the encoder + 2-class head of `throughput.py` (XLA,
@@ -56,16 +58,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="small", choices=sorted(throughput.SHAPES))
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--forward", action="store_true", help="time predict_on_batch")
     parser.add_argument("--variants", default=None, help="comma-separated subset")
     args = parser.parse_args()
     layers, hidden, heads = throughput.SHAPES[args.shape]
-    x = throughput.inputs(args.batch_size, 128)
+    x = throughput.inputs(args.batch_size, args.sequence_length)
     labels = np.zeros(args.batch_size, "int32")
 
-    def ours(dropout=0.1):
+    def ours(dropout=0.1, full_last_block=False):
         encoder = kbz.build_encoder(
             throughput.VOCABULARY,
             layers,
@@ -75,6 +78,10 @@ def main():
             max_sequence_length=512,
             dropout=dropout,
         )
+        if full_last_block:  # the classifier before it computed the last block at [CLS] only
+            head = keras.layers.Dense(2, name="classifier_head")
+            pooled = kbz.layers.Dropout(0.1)(encoder.output["pooled_output"])
+            return kbz.BertModel(encoder.input, head(pooled))
         return kbz.build_classifier(encoder, num_classes=2)
 
     def seconds(model, jit_compile=True):
@@ -105,6 +112,7 @@ def main():
         ),
         "Keras dropout": lambda: with_patch(dropout, "in_xla_trace", lambda: False),
         "no dropout": lambda: seconds(ours(dropout=0.0)),
+        "full last block": lambda: seconds(ours(full_last_block=True)),
         "keras-hub (XLA)": lambda: seconds(throughput.keras_hub_model(layers, hidden, heads, 128)),
     }
     names = args.variants.split(",") if args.variants else list(variants)

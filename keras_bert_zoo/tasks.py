@@ -4,8 +4,10 @@ Every builder extends the encoder's graph (inputs `token_ids`, `segment_ids`,
 `padding_mask`) with a small head whose outputs are float32 logits, usable with plain
 `model.compile(...)` / `model.fit(...)`:
 
-- `build_classifier`: pooled output -> dropout -> dense. `num_classes=1` is regression,
-  `multi_label=True` means independent sigmoid labels (the loss decides; outputs are logits).
+- `build_classifier`: pooled output -> dropout -> dense (the last block computed at `[CLS]`
+  only: the same values for about 12% fewer multiply-adds on a 6-layer model).
+  `num_classes=1` is regression, `multi_label=True` means independent sigmoid labels (the
+  loss decides; outputs are logits).
 - `build_tagger`: per-token logits; labels of non-first sub-words are `IGNORE_LABEL` and
   count for nothing (`tagger_loss`).
 - `build_question_answerer`: `start_logits` / `end_logits` over the sequence, padding masked.
@@ -20,6 +22,7 @@ import inspect
 
 import keras
 
+from keras_bert_zoo.encoder import first_token_pooled_output
 from keras_bert_zoo.layers.common import check_positive_int, check_rate, dense
 from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.heads import SpanLogits
@@ -73,7 +76,7 @@ def build_classifier(
         "multi_label": bool(multi_label),
         "label_names": _label_names(label_names, num_classes, "classes"),
     }
-    x = Dropout(dropout, name="classifier_dropout")(encoder.output["pooled_output"])
+    x = Dropout(dropout, name="classifier_dropout")(first_token_pooled_output(encoder))
     logits = dense(num_classes, "classifier_head", dtype="float32")(x)
     return BertModel(encoder.input, logits, name=name, task="classifier", task_config=config)
 

@@ -75,7 +75,8 @@ def test_eager_fit_of_a_classifier_lowers_the_loss(encoder):
     classifier = kbz.build_classifier(encoder, num_classes=2)
     classifier.compile(keras.optimizers.Adam(3e-3), kbz.tasks.classifier_loss(2))
     before = classifier.evaluate(x, y, verbose=0)
-    history = classifier.fit(x, y, batch_size=8, epochs=10, verbose=0)
+    # 15 epochs: 10 halved the loss on one dropout stream and not on another (0.36 vs 0.35)
+    history = classifier.fit(x, y, batch_size=8, epochs=15, verbose=0)
     assert history.history["loss"][-1] < 0.5 * before
 
 

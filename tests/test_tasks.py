@@ -202,3 +202,45 @@ def test_task_models_jit_compile_equals_eager(encoder, task, kwargs):
     compiled = tf.nest.flatten(tf.function(model, jit_compile=True)(x))
     for a, b in zip(eager, compiled, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_block_first_token_only_equals_the_first_row_of_its_full_output(tiny_architecture):
+    block = kbz.layers.TransformerEncoderBlock(
+        num_heads=2, hidden_dim=tiny_architecture["hidden_dim"], intermediate_dim=64, dropout=0.0
+    )
+    rng = np.random.default_rng(2)
+    hidden = rng.normal(size=(3, 7, tiny_architecture["hidden_dim"])).astype("float32")
+    mask = random_inputs(batch=3, length=7, seed=2, lengths=[7, 4, 1])["padding_mask"]
+    full = keras.ops.convert_to_numpy(block(hidden, padding_mask=mask))
+    first = keras.ops.convert_to_numpy(block(hidden, padding_mask=mask, first_token_only=True))
+    assert first.shape == (3, 1, tiny_architecture["hidden_dim"])
+    np.testing.assert_allclose(first[:, 0], full[:, 0], atol=1e-6)
+
+
+def test_classifier_computes_the_last_block_at_cls_only_with_the_full_results(encoder):
+    """The classifier's graph calls the last block with `first_token_only`: logits and every
+    weight's gradient equal those of the pooler read off the full sequence output."""
+    classifier = kbz.build_classifier(encoder, num_classes=3, dropout=0.0)
+    head = classifier.get_layer("classifier_head")
+    full = kbz.BertModel(encoder.input, head(encoder.output["pooled_output"]))
+    last = [layer for layer in classifier.layers if layer.name.startswith("transformer_layer_")][-1]
+    calls = [node.arguments.kwargs.get("first_token_only") for node in last._inbound_nodes]
+    assert calls == [None, True]  # the encoder's call, then the classifier's
+    x = random_inputs(batch=4, length=9, seed=3, lengths=[9, 6, 2, 1])
+    y = np.array([0, 1, 2, 1])
+    loss = classifier_loss(3)
+
+    def logits_and_gradients(model):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            value = loss(y, logits)
+        return logits, tape.gradient(value, model.trainable_variables)
+
+    ours, ours_gradients = logits_and_gradients(classifier)
+    reference, reference_gradients = logits_and_gradients(full)
+    np.testing.assert_allclose(ours, reference, atol=1e-6)
+    assert [v.path for v in classifier.trainable_variables] == [
+        v.path for v in full.trainable_variables
+    ]
+    for a, b in zip(ours_gradients, reference_gradients, strict=True):
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-6)

@@ -51,6 +51,11 @@ class TransformerEncoderBlock(keras.layers.Layer):
     Call args:
         inputs: `[batch, seq, hidden_dim]` float.
         padding_mask: `[batch, seq]` int, 1 for real tokens, 0 for padding (keys only).
+        first_token_only: compute the output at the first position only (`[batch, 1,
+            hidden_dim]`; its attention still reads every real token). A classifier reads
+            nothing else from the last block, and the feed-forward, attention output and
+            scores of the other positions are most of that block's work (Model Garden's
+            `output_range=1`).
 
     Example:
     >>> block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=128,
@@ -108,28 +113,32 @@ class TransformerEncoderBlock(keras.layers.Layer):
         )
         self.output_dropout = Dropout(self.dropout, dtype=policy, name="output_dropout")
 
-    def _self_attention(self, x, padding_mask, training):
+    def _self_attention(self, x, padding_mask, training, first_token_only):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         qkv = ops.reshape(self.attention_qkv(x), (batch, length, 3, self.num_heads, self.head_dim))
         query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        if first_token_only:
+            # the fused kernel still projects every query (slicing it would bypass LoRA and
+            # int8 Dense); what goes is the scores, output and feed-forward of the others
+            query = query[:, :1]
         scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_dim))
         probs = ops.softmax(scores + attention_bias(padding_mask), axis=-1)
         probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", probs, value)
-        return ops.reshape(context, (batch, length, self.hidden_dim))
+        return ops.reshape(context, (batch, ops.shape(query)[1], self.hidden_dim))
 
-    def call(self, inputs, padding_mask, training=None):
-        attended = self.attention_output(self._self_attention(inputs, padding_mask, training))
+    def call(self, inputs, padding_mask, training=None, first_token_only=False):
+        attended = self.attention_output(
+            self._self_attention(inputs, padding_mask, training, first_token_only)
+        )
+        residual = inputs[:, :1] if first_token_only else inputs
         x = self.attention_layer_norm(
-            inputs + self.attention_output_dropout(attended, training=training)
+            residual + self.attention_output_dropout(attended, training=training)
         )
         hidden = keras.activations.gelu(self.intermediate(x), approximate=self.gelu_approximate)
         out = self.output_dense(hidden)
         return self.output_layer_norm(x + self.output_dropout(out, training=training))
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
     def get_config(self):
         config = super().get_config()
