@@ -2,6 +2,7 @@
 batches and trimmed prediction give the results of full padding for real tokens, on a tiny
 random BERT and the bundled real data samples (SST-2, WNUT-17, SQuAD v1.1)."""
 
+import itertools
 from pathlib import Path
 
 import keras
@@ -9,11 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import save_tiny_preset
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.training import FINETUNING_TASKS, batching
 
 DATA = Path(__file__).parent / "data" / "finetune"
+EXAMPLES = Path(__file__).parents[1] / "examples" / "data"
 TRAIN = {
     "classifier": DATA / "sst2_train_head.tsv",
     "tagger": DATA / "wnut17_train_head.conll",
@@ -47,6 +51,65 @@ def test_bucket_lengths_end_at_the_sequence_length():
     np.testing.assert_array_equal(
         batching.bucket_ids([1, 16, 17, 33, 64, 65, 128], [16, 32, 64, 128]), [0, 0, 1, 2, 2, 3, 3]
     )
+
+
+def _epoch_cost(lengths, buckets, batch_size, epochs):
+    """The time `training_buckets` minimises, in tokens, written out independently."""
+    lengths, total, used = np.asarray(lengths), 0, 0
+    for low, high in zip([0, *buckets[:-1]], buckets, strict=True):
+        examples = int(((lengths > low) & (lengths <= high)).sum())
+        if examples:
+            steps = -(-examples // batch_size)
+            total += epochs * steps * (batching.STEP_OVERHEAD + batch_size * high)
+            used += 1
+    return total + used * batching.COMPILE_COST
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(2, 48), min_size=1, max_size=3000),
+    batch_size=st.sampled_from([1, 8, 32]),
+    sequence_length=st.sampled_from([16, 40, 48]),
+    epochs=st.integers(1, 5),
+)
+def test_training_buckets_are_the_cheapest_set_of_lengths(
+    lengths, batch_size, sequence_length, epochs
+):
+    lengths = [min(n, sequence_length) for n in lengths]
+    chosen = batching.training_buckets(lengths, batch_size, sequence_length, epochs)
+    candidates = [*range(8, sequence_length, 8), sequence_length]
+    assert chosen[-1] == sequence_length and chosen == sorted(set(chosen))
+    assert set(chosen) <= set(candidates)
+    cheapest = min(  # every subset of the candidates that ends at the sequence length
+        _epoch_cost(lengths, [*subset, sequence_length], batch_size, epochs)
+        for size in range(len(candidates))
+        for subset in itertools.combinations(candidates[:-1], size)
+    )
+    assert _epoch_cost(lengths, chosen, batch_size, epochs) == cheapest
+
+
+def test_training_buckets_keep_a_whole_batch():
+    # 65 short and 65 long rows, batches of 128: two lengths would be cheaper (one step of
+    # each instead of two long steps), but neither would hold a whole batch
+    lengths = [8] * 65 + [512] * 65
+    assert _epoch_cost(lengths, [8, 512], 128, 1) < _epoch_cost(lengths, [512], 128, 1)
+    assert batching.training_buckets(lengths, 128, 512) == [512]
+    assert batching.BatchSchedule(lengths, 128, [512], 0).steps_per_epoch == 1
+
+
+def test_training_buckets_on_sst2_beat_powers_of_two(tiny_preset):
+    """On the bundled 3,000 SST-2 sentences and on a 20x longer run of them."""
+    preprocessor = kbz.BertPreprocessor.from_preset(tiny_preset, sequence_length=128)
+    job = FINETUNING_TASKS["classifier"](preprocessor)
+    x, _, _ = job.arrays(job.read(EXAMPLES / "sst2_sample.tsv"))
+    lengths = batching.real_lengths(x)
+    powers = batching.bucket_lengths(128)
+    for epochs in (1, 20):
+        chosen = batching.training_buckets(lengths, 32, 128, epochs)
+        ours, theirs = (_epoch_cost(lengths, b, 32, epochs) for b in (chosen, powers))
+        assert ours < theirs, (epochs, chosen)
+        assert batching.BatchSchedule(lengths, 32, chosen, 0).steps_per_epoch >= 90
+    assert batching.training_buckets(lengths, 32, 128, 1, bucketing=False) == [128]
 
 
 def _schedule(seed=0, batch_size=8, count=203):
@@ -112,14 +175,20 @@ def test_a_stream_started_at_a_step_is_the_tail_of_the_full_stream():
     assert shapes == {(4, 128)} and fixed.steps_per_epoch == 15  # --no-bucketing: as before
 
 
+@pytest.mark.parametrize("graph", [True, False], ids=["one graph (TF CPU)", "Keras predict"])
 @pytest.mark.parametrize("task", ["classifier", "tagger", "question_answerer"])
-def test_bucketed_prediction_equals_full_padding_for_real_tokens(tiny_preset, task):
+def test_bucketed_prediction_equals_full_padding_for_real_tokens(
+    tiny_preset, task, graph, monkeypatch
+):
     job, dataset, model, (x, _, extra) = _task_data(tiny_preset, task)
     buckets = batching.bucket_lengths(LENGTH[task])
     lengths = batching.real_lengths(x)
     assert len(np.unique(batching.bucket_ids(lengths, buckets))) > 1  # several buckets used
     full = model.predict(x, batch_size=8, verbose=0)
+    assert batching.predicts_as_graph(model)  # TensorFlow on CPU
     shapes, predict = [], model.predict
+    if not graph:  # as on a GPU or TPU: Keras' `predict`, one (XLA) program per bucket
+        monkeypatch.setattr(batching, "predicts_as_graph", lambda model: False)
 
     def recording(inputs, **kwargs):
         shapes.append(inputs["token_ids"].shape)
@@ -127,9 +196,11 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(tiny_preset, ta
 
     model.predict = recording
     bucketed = batching.predict(model, x, 9, buckets, job.sequence_outputs)
-    # whole batches only (the partial last one filled up): one batch shape per bucket used
-    assert len(x["token_ids"]) % 9 and all(rows % 9 == 0 for rows, _ in shapes), shapes
-    assert len({width for _, width in shapes}) == len(shapes) > 1
+    if graph:  # one graph traced once serves every bucket length
+        assert not shapes and batching._GRAPHS[model].experimental_get_tracing_count() == 1
+    else:  # whole batches only (the partial last one filled up): one batch shape per bucket
+        assert len(x["token_ids"]) % 9 and all(rows % 9 == 0 for rows, _ in shapes), shapes
+        assert len({width for _, width in shapes}) == len(shapes) > 1
     mask = np.asarray(x["padding_mask"]).astype(bool)
     for ours, reference in zip(keras.tree.flatten(bucketed), keras.tree.flatten(full), strict=True):
         assert ours.shape == reference.shape

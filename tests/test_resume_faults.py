@@ -15,7 +15,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from conftest import Kill
+from conftest import Kill, powers_of_two_buckets
 from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
@@ -252,6 +252,7 @@ def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(
             jit_compile=False, verbose=0, bucketing=bucketing, **extra,
         )  # fmt: skip
 
+    powers_of_two_buckets(monkeypatch)  # bucketed: two lengths (16, 32) in so small a run
     finetune(tmp_path / "straight")
     ticks = itertools.count(0, 50)
     monkeypatch.setattr(checkpoint_files, "_clock", lambda: float(next(ticks)))
@@ -264,5 +265,6 @@ def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(
         [(2, None), (3, 1), (5, None)] if bucketing else [(2, None), (4, 1), (6, None)]
     )
     monkeypatch.undo()
+    powers_of_two_buckets(monkeypatch)
     finetune(tmp_path / "timed", checkpoint_every_minutes=1)  # resumes inside the epoch
     _assert_same_weights(tmp_path / "straight", tmp_path / "timed")

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import Kill, save_tiny_preset
+from conftest import Kill, powers_of_two_buckets, save_tiny_preset
 from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
@@ -497,7 +497,7 @@ def test_an_interval_longer_than_the_run_is_an_error_before_any_work(tmp_path):
 @pytest.mark.parametrize(
     "flags, steps",
     [
-        ([], 3),  # bucketed: of the 64 sentences, 46 fit 16 tokens (2 whole batches), 18 not (1)
+        ([], 4),  # bucketed: 64 sentences pay for no second compile (one length, 32): 4
         (["--no-bucketing"], 4),  # 64 sentences padded to 32 tokens: 4 batches
     ],
 )
@@ -535,23 +535,15 @@ def test_finetune_with_an_interval_longer_than_the_run_stops_before_training(
     assert f"--checkpoint-every {2 * steps} or less" in error and not (tmp_path / "out").exists()
 
 
-def test_finetune_with_no_whole_batch_in_any_length_bucket_says_what_to_do(
-    tiny_preset, tmp_path, capsys
-):
-    # 16 sentences, a batch of 16: 13 fit 16 tokens and 3 need 32, so bucketing has no whole
-    # batch (full padding would have one)
+def test_finetune_with_one_batch_of_mixed_lengths_trains_it(tiny_preset, tmp_path, capsys):
+    # 16 sentences, a batch of 16: 13 fit 16 tokens and 3 need 32. Powers of two as lengths
+    # left no whole batch (an error); the chosen lengths keep one (`training_buckets`).
     train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 17)
     command = ["finetune", "classify", "--preset", str(tiny_preset), "--train", str(train)]
-    command += ["--validation", str(train), "--output", str(tmp_path / "out")]
-    assert main([*command, "--batch-size", "16", "--sequence-length", "32"]) == 2
-    error = capsys.readouterr().err
-    assert (
-        "gives 16 training sequences, but no length bucket ([16, 32]) holds one batch of 16"
-        in error
-    )
-    assert "lower --batch-size or pass --no-bucketing" in error
-    assert not (tmp_path / "out").exists()
-    assert main([*command, "--batch-size", "17", "--no-bucketing"]) == 2
+    command += ["--validation", str(train), "--output", str(tmp_path / "out"), "--epochs", "1"]
+    assert main([*command, "--batch-size", "16", "--sequence-length", "32"]) == 0
+    assert "accuracy" in json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert main([*command, "--batch-size", "17", "--no-bucketing", "--overwrite"]) == 2
     assert "gives 16 training sequences, fewer than one batch of 17" in capsys.readouterr().err
 
 
@@ -579,6 +571,7 @@ def test_interrupted_bucketed_finetuning_resumes_to_the_same_weights(
     epoch, then the same call: the final weights equal an uninterrupted run's."""
     train = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "train.tsv", 65)
     validation = _lines(DATA / "finetune" / "sst2_train_head.tsv", tmp_path / "dev.tsv", 17)
+    powers_of_two_buckets(monkeypatch)  # two lengths (16 and 32) in so small a run
     _finetune(tiny_preset, train, validation, tmp_path / "straight")
     # 64 sentences: 46 of at most 16 tokens (2 batches of 16), 18 longer (1): 6 steps in
     # checkpoint intervals of 2, each validated
@@ -589,6 +582,7 @@ def test_interrupted_bucketed_finetuning_resumes_to_the_same_weights(
         _finetune(tiny_preset, train, validation, tmp_path / "interrupted")
     assert _checkpoints(tmp_path / "interrupted")[-1]["step"] == 4  # resumes inside epoch 2
     monkeypatch.undo()
+    powers_of_two_buckets(monkeypatch)
     _finetune(tiny_preset, train, validation, tmp_path / "interrupted")
     _assert_same_weights(tmp_path / "straight", tmp_path / "interrupted")
     settings = json.loads((tmp_path / "interrupted" / "run.json").read_text())["settings"]

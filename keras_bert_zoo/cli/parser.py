@@ -224,7 +224,11 @@ def _add_predict(subcommands) -> None:
         default=None,
         help="default: the run's own (128 for a plain preset)",
     )
-    add_compile_arguments(predict, "run the model with XLA (default: on)")
+    add_compile_arguments(
+        predict,
+        "run the model with XLA on GPU and TPU (default: on; on CPU one TensorFlow graph "
+        "serves every length bucket)",
+    )
     predict.add_argument(
         "--bucketing",
         action=argparse.BooleanOptionalAction,

@@ -2,9 +2,11 @@
 
 Every fine-tuning sequence is padded to `--sequence-length`, but most are far shorter (SST-2
 sentences average about 10 words), so full-length batches mostly multiply padding. Here each
-example falls in the bucket of its real length (`padding_mask` sum): powers of two from 16
-up to the sequence length, which is always the last bucket. A batch holds examples of one
-bucket and is trimmed to that bucket's length, so XLA compiles one program per bucket.
+example falls in the bucket of its real length (`padding_mask` sum): for training, the
+lengths that minimise the run's estimated time, compiles included, chosen from the training
+set's length histogram (`training_buckets`); for prediction, powers of two from 16
+(`bucket_lengths`). The sequence length is always the last bucket. A batch holds examples
+of one bucket and is trimmed to that bucket's length, so XLA compiles one program per bucket.
 Results for real tokens equal full padding (the encoder's padding invariance).
 
 - Training: `BatchSchedule` computes the batches in numpy from the seed. Per epoch a seeded
@@ -21,12 +23,22 @@ Results for real tokens equal full padding (the encoder's padding invariance).
 Unlike Hugging Face's per-batch dynamic padding, the lengths are a fixed few, so the number
 of XLA compilations stays small; keras-hub pads every batch to the full length.
 
+On TensorFlow on CPU, `predict` runs one TensorFlow graph for every bucket instead of an XLA
+program per bucket, even for a model compiled with `jit_compile=True` (the train step keeps
+XLA): there the compiled forward pass is no faster per batch (MiniLM on 2 cores, the 800
+held-out SST-2 sentences: a second pass 2.3-2.7 s with XLA, 2.3-3.1 s as a graph) while
+its three compiles cost 4-6 s per pass that starts them (first pass 8.4-10.2 s against
+4.1-5.0 s; benchmarks/RESULTS.md). On GPU and TPU, and on JAX and PyTorch, prediction
+compiles as the model was compiled.
+
 >>> schedule = kbz.training.batching.BatchSchedule(lengths, 32, bucket_lengths(128), seed=0)
 >>> indices, lengths = schedule.batches(0, schedule.steps_per_epoch)
 """
 
 import itertools
+import weakref
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -46,6 +58,74 @@ def bucket_lengths(sequence_length: int, bucketing: bool = True) -> list[int]:
         lengths.append(length)
         length *= 2
     return lengths + [sequence_length]
+
+
+# The cost model of `training_buckets`, in tokens of train-step time (MiniLM-L6, batch 32,
+# 2-core CPU, benchmarks/RESULTS.md): a step of B x L tokens takes about (STEP_OVERHEAD +
+# B * L) tokens' time (0.046 s + 0.28 ms per token), and one more length costs one XLA
+# compile, about 7 s: COMPILE_COST tokens.
+STEP_OVERHEAD = 160
+COMPILE_COST = 25_000
+BUCKET_STEP = 8  # candidate lengths: multiples of 8 (and the sequence length)
+
+
+def training_buckets(
+    lengths, batch_size: int, sequence_length: int, epochs: int = 1, bucketing: bool = True
+) -> list:
+    """The bucket lengths that minimise a training run's estimated time, compiles included.
+
+    Powers of two (`bucket_lengths`) pad SST-2's many 3-8-token phrases to 16 and spend a
+    compile on a length few batches use. Here the lengths are chosen from the training set's
+    length histogram: every multiple of 8 up to `sequence_length` is a candidate, and a
+    dynamic program picks the set that minimises `epochs x (steps x STEP_OVERHEAD + padded
+    tokens) + lengths used x COMPILE_COST` (steps counted with partial batches, so leaving
+    examples out never pays). The result depends only on the lengths, the batch size, the
+    sequence length and the epochs, so a resumed run gets the same batches;
+    `sequence_length` is always the last bucket, and a training set of at least one batch
+    always gets a whole batch. `bucketing=False`: `[sequence_length]`.
+    The constants are measured on a CPU; on GPU and TPU, where a step is far cheaper than a
+    compile, they overestimate what more lengths save.
+
+    >>> training_buckets([5] * 9000 + [30] * 1000, 32, 128)
+    [8, 32, 128]
+    >>> training_buckets([5] * 900 + [30] * 100, 32, 128)  # a second compile would not pay
+    [32, 128]
+    """
+    if not bucketing:
+        return [sequence_length]
+    lengths = np.asarray(lengths)
+    candidates = sorted({*range(BUCKET_STEP, sequence_length, BUCKET_STEP), sequence_length})
+    counts = np.searchsorted(np.sort(lengths), candidates, side="right")  # examples <= each
+
+    def cost(low: int, high: int) -> float:
+        """An epoch's cost of the bucket of lengths in (candidates[low], candidates[high]]."""
+        examples = counts[high] - (counts[low] if low >= 0 else 0)
+        if not examples:
+            return 0.0
+        steps = -(-examples // batch_size)
+        return epochs * steps * (STEP_OVERHEAD + batch_size * candidates[high]) + COMPILE_COST
+
+    # best[j]: the cheapest buckets for every example up to candidates[j], the last one
+    # ending at candidates[j]; previous[j] is the end of the bucket before it (-1: none).
+    best, previous = [], []
+    for high in range(len(candidates)):
+        options = [(cost(-1, high), -1)]
+        options += [(best[low] + cost(low, high), low) for low in range(high)]
+        value, low = min(options)
+        best.append(value)
+        previous.append(low)
+    chosen, index = [], len(candidates) - 1
+    while index >= 0:
+        chosen.append(candidates[index])
+        index = previous[index]
+    chosen = chosen[::-1]
+    per_bucket = np.bincount(bucket_ids(lengths, chosen), minlength=len(chosen))
+    if len(lengths) >= batch_size and not (per_bucket // batch_size).any():
+        # no bucket holds a whole batch (a huge batch of long rows can make splitting pay):
+        # one length then, which holds them all
+        longest = candidates[int(np.searchsorted(candidates, lengths.max()))]
+        chosen = sorted({longest, sequence_length})
+    return chosen
 
 
 def real_lengths(x: dict) -> np.ndarray:
@@ -154,10 +234,52 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     Examples are sorted by real length; consecutive batches share the bucket of their
     longest example, and each run of batches with one bucket is one `model.predict` call of
     whole batches (a partial last batch is filled up, then its filler outputs dropped), so
-    each bucket compiles one program.
+    under XLA each bucket compiles one program (on TensorFlow on CPU one graph serves all).
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
     """
+    run = _graph_forward(model) if predicts_as_graph(model) else None
+    return _predict(model, x, batch_size, buckets, sequence_outputs, run)
+
+
+def predicts_as_graph(model) -> bool:
+    """True on TensorFlow unless the model is XLA-compiled and a GPU or TPU runs it: then
+    `predict` runs one graph for every bucket (the module docstring says why)."""
+    if keras.backend.backend() != "tensorflow":
+        return False  # JAX and PyTorch: Keras' prediction, compiled as the model was
+    if not getattr(model, "jit_compile", False):
+        return True
+    accelerated = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")
+    return not accelerated
+
+
+_GRAPHS = weakref.WeakKeyDictionary()  # model -> its graph-mode forward pass
+
+
+def _graph_forward(model):
+    """`run(inputs, batch_size)`: `model(batch, training=False)` over `inputs` in batches,
+    through one TensorFlow graph traced for any batch size and length and kept for the
+    model's later passes (it reads the variables, so trained weights show). Keras' `predict`
+    traces its function again for a second length, and builds a dataset per call."""
+    if model not in _GRAPHS:
+        owner = weakref.ref(model)  # the cache must not keep the model alive
+        _GRAPHS[model] = tf.function(lambda inputs: owner()(inputs, training=False))
+    graph = _GRAPHS[model]
+
+    def run(inputs: dict, batch_size: int):
+        specs = {k: tf.TensorSpec([None, None], tf.as_dtype(v.dtype)) for k, v in inputs.items()}
+        function = graph.get_concrete_function(specs)
+        count = len(next(iter(inputs.values())))
+        parts = [
+            function({k: tf.constant(v[begin : begin + batch_size]) for k, v in inputs.items()})
+            for begin in range(0, count, batch_size)
+        ]
+        return tf.nest.map_structure(lambda *p: np.concatenate([t.numpy() for t in p]), *parts)
+
+    return run
+
+
+def _predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool, run=None):
     total = np.asarray(x["token_ids"]).shape[1]
     lengths = real_lengths(x)
     if not len(lengths):
@@ -173,11 +295,11 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
         # Whole batches only (the last one filled with repeated rows, whose outputs are
         # dropped): one batch shape, so one XLA program, per bucket.
         whole = np.resize(rows, -(-len(rows) // batch_size) * batch_size)
-        part = model.predict(
-            {key: _trim(np.asarray(v)[whole], length, True) for key, v in x.items()},
-            batch_size=batch_size,
-            verbose=0,
-        )
+        inputs = {key: _trim(np.asarray(v)[whole], length, True) for key, v in x.items()}
+        if run is None:
+            part = model.predict(inputs, batch_size=batch_size, verbose=0)
+        else:
+            part = run(inputs, batch_size)
         structure, parts = part, [np.asarray(p)[: len(rows)] for p in tf.nest.flatten(part)]
         if results is None:
             results = [_full(p, len(order), total, sequence_outputs) for p in parts]

@@ -62,6 +62,8 @@ def run_predict(
             `n_best_size`, `max_answer_length`; a run's own settings are the defaults.
         bucketing: batches of similar length, trimmed to a few static lengths (the same
             predictions for real tokens, faster); False pads every batch to the full length.
+        jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
+            every bucket either way (`training.batching.predicts_as_graph`).
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 

@@ -200,19 +200,18 @@ def run_finetune(
     train_data = job.read(train)
     validation_data = job.read(validation, label_names=job.label_names(train_data))
     x, y, _ = job.arrays(train_data)
-    buckets = batching.bucket_lengths(sequence_length, bucketing)
-    schedule = batching.BatchSchedule(batching.real_lengths(x), batch_size, buckets, seed)
+    lengths = batching.real_lengths(x)
+    train_buckets = batching.training_buckets(
+        lengths, batch_size, sequence_length, epochs, bucketing
+    )
+    logger.info("Training batches trimmed to the lengths %s.", train_buckets)
+    schedule = batching.BatchSchedule(lengths, batch_size, train_buckets, seed)
+    buckets = batching.bucket_lengths(sequence_length, bucketing)  # prediction's
     steps_per_epoch = schedule.steps_per_epoch
     if len(x["token_ids"]) < batch_size:
         raise ValueError(
             f"{train} gives {len(x['token_ids'])} training sequences, fewer than "
             f"one batch of {batch_size}; lower --batch-size."
-        )
-    if steps_per_epoch < 1:
-        raise ValueError(
-            f"{train} gives {len(x['token_ids'])} training sequences, but no length bucket "
-            f"({buckets}) holds one batch of {batch_size}; lower --batch-size or pass "
-            "--no-bucketing."
         )
     total = epochs * steps_per_epoch
     interval = checkpoint_every or steps_per_epoch
