@@ -103,8 +103,9 @@ def _add_finetune(subcommands) -> None:
         "--bucketing",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
-        "--no-bucketing pads every batch to --sequence-length)",
+        help="batches of similar length trimmed to a few lengths chosen from the training "
+        "set (multiples of 8; validation: 16, 32, 64, ...) (default: on; --no-bucketing pads "
+        "every batch to --sequence-length)",
     )
     finetune.add_argument(
         "--keep",
