@@ -78,12 +78,12 @@ UNCASED_VOCABULARY = Path(__file__).parents[1] / "keras_bert_zoo/presets/bundled
 def powers_of_two_buckets(monkeypatch) -> None:
     """Training batches trimmed to powers of two (`batching.bucket_lengths`), for tests of
     several lengths on sets so small that `training_buckets` rightly picks one."""
-    from keras_bert_zoo.training import batching  # noqa: PLC0415
+    from keras_bert_zoo.training import batching, bucket_choice  # noqa: PLC0415
 
     def buckets(lengths, batch_size, sequence_length, epochs=1, bucketing=True):
         return batching.bucket_lengths(sequence_length, bucketing)
 
-    monkeypatch.setattr(batching, "training_buckets", buckets)
+    monkeypatch.setattr(bucket_choice, "training_buckets", buckets)
 
 
 def save_tiny_preset(directory, seed=0, **architecture):

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.training import FINETUNING_TASKS, batching
+from keras_bert_zoo.training import FINETUNING_TASKS, batching, bucket_choice
 
 DATA = Path(__file__).parent / "data" / "finetune"
 EXAMPLES = Path(__file__).parents[1] / "examples" / "data"
@@ -60,9 +60,9 @@ def _epoch_cost(lengths, buckets, batch_size, epochs):
         examples = int(((lengths > low) & (lengths <= high)).sum())
         if examples:
             steps = -(-examples // batch_size)
-            total += epochs * steps * (batching.STEP_OVERHEAD + batch_size * high)
+            total += epochs * steps * (bucket_choice.STEP_OVERHEAD + batch_size * high)
             used += 1
-    return total + used * batching.COMPILE_COST
+    return total + used * bucket_choice.COMPILE_COST
 
 
 @settings(max_examples=40, deadline=None)
@@ -76,7 +76,7 @@ def test_training_buckets_are_the_cheapest_set_of_lengths(
     lengths, batch_size, sequence_length, epochs
 ):
     lengths = [min(n, sequence_length) for n in lengths]
-    chosen = batching.training_buckets(lengths, batch_size, sequence_length, epochs)
+    chosen = bucket_choice.training_buckets(lengths, batch_size, sequence_length, epochs)
     candidates = [*range(8, sequence_length, 8), sequence_length]
     assert chosen[-1] == sequence_length and chosen == sorted(set(chosen))
     assert set(chosen) <= set(candidates)
@@ -93,7 +93,7 @@ def test_training_buckets_keep_a_whole_batch():
     # each instead of two long steps), but neither would hold a whole batch
     lengths = [8] * 65 + [512] * 65
     assert _epoch_cost(lengths, [8, 512], 128, 1) < _epoch_cost(lengths, [512], 128, 1)
-    assert batching.training_buckets(lengths, 128, 512) == [512]
+    assert bucket_choice.training_buckets(lengths, 128, 512) == [512]
     assert batching.BatchSchedule(lengths, 128, [512], 0).steps_per_epoch == 1
 
 
@@ -105,11 +105,11 @@ def test_training_buckets_on_sst2_beat_powers_of_two(tiny_preset):
     lengths = batching.real_lengths(x)
     powers = batching.bucket_lengths(128)
     for epochs in (1, 20):
-        chosen = batching.training_buckets(lengths, 32, 128, epochs)
+        chosen = bucket_choice.training_buckets(lengths, 32, 128, epochs)
         ours, theirs = (_epoch_cost(lengths, b, 32, epochs) for b in (chosen, powers))
         assert ours < theirs, (epochs, chosen)
         assert batching.BatchSchedule(lengths, 32, chosen, 0).steps_per_epoch >= 90
-    assert batching.training_buckets(lengths, 32, 128, 1, bucketing=False) == [128]
+    assert bucket_choice.training_buckets(lengths, 32, 128, 1, bucketing=False) == [128]
 
 
 def _schedule(seed=0, batch_size=8, count=203):

@@ -186,7 +186,7 @@ def test_kbz_finetune_run_again_loads_its_compiled_programs(tmp_path):
     first = finetune("run0", seed=0)
     assert first.returncode == 0, first.stderr[-3000:]
     written = _entries(cache)
-    assert len(written) >= 2  # a train step and a prediction program at least
+    assert len(written) >= 1  # the train step (on CPU prediction runs as one graph)
     again = finetune("run1", seed=1)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stderr.count(LOADED) >= len(written)

@@ -4,7 +4,7 @@ Every fine-tuning sequence is padded to `--sequence-length`, but most are far sh
 sentences average about 10 words), so full-length batches mostly multiply padding. Here each
 example falls in the bucket of its real length (`padding_mask` sum): for training, the
 lengths that minimise the run's estimated time, compiles included, chosen from the training
-set's length histogram (`training_buckets`); for prediction, powers of two from 16
+set's length histogram (`training.bucket_choice`); for prediction, powers of two from 16
 (`bucket_lengths`). The sequence length is always the last bucket. A batch holds examples
 of one bucket and is trimmed to that bucket's length, so XLA compiles one program per bucket.
 Results for real tokens equal full padding (the encoder's padding invariance).
@@ -58,74 +58,6 @@ def bucket_lengths(sequence_length: int, bucketing: bool = True) -> list[int]:
         lengths.append(length)
         length *= 2
     return lengths + [sequence_length]
-
-
-# The cost model of `training_buckets`, in tokens of train-step time (MiniLM-L6, batch 32,
-# 2-core CPU, benchmarks/RESULTS.md): a step of B x L tokens takes about (STEP_OVERHEAD +
-# B * L) tokens' time (0.046 s + 0.28 ms per token), and one more length costs one XLA
-# compile, about 7 s: COMPILE_COST tokens.
-STEP_OVERHEAD = 160
-COMPILE_COST = 25_000
-BUCKET_STEP = 8  # candidate lengths: multiples of 8 (and the sequence length)
-
-
-def training_buckets(
-    lengths, batch_size: int, sequence_length: int, epochs: int = 1, bucketing: bool = True
-) -> list:
-    """The bucket lengths that minimise a training run's estimated time, compiles included.
-
-    Powers of two (`bucket_lengths`) pad SST-2's many 3-8-token phrases to 16 and spend a
-    compile on a length few batches use. Here the lengths are chosen from the training set's
-    length histogram: every multiple of 8 up to `sequence_length` is a candidate, and a
-    dynamic program picks the set that minimises `epochs x (steps x STEP_OVERHEAD + padded
-    tokens) + lengths used x COMPILE_COST` (steps counted with partial batches, so leaving
-    examples out never pays). The result depends only on the lengths, the batch size, the
-    sequence length and the epochs, so a resumed run gets the same batches;
-    `sequence_length` is always the last bucket, and a training set of at least one batch
-    always gets a whole batch. `bucketing=False`: `[sequence_length]`.
-    The constants are measured on a CPU; on GPU and TPU, where a step is far cheaper than a
-    compile, they overestimate what more lengths save.
-
-    >>> training_buckets([5] * 9000 + [30] * 1000, 32, 128)
-    [8, 32, 128]
-    >>> training_buckets([5] * 900 + [30] * 100, 32, 128)  # a second compile would not pay
-    [32, 128]
-    """
-    if not bucketing:
-        return [sequence_length]
-    lengths = np.asarray(lengths)
-    candidates = sorted({*range(BUCKET_STEP, sequence_length, BUCKET_STEP), sequence_length})
-    counts = np.searchsorted(np.sort(lengths), candidates, side="right")  # examples <= each
-
-    def cost(low: int, high: int) -> float:
-        """An epoch's cost of the bucket of lengths in (candidates[low], candidates[high]]."""
-        examples = counts[high] - (counts[low] if low >= 0 else 0)
-        if not examples:
-            return 0.0
-        steps = -(-examples // batch_size)
-        return epochs * steps * (STEP_OVERHEAD + batch_size * candidates[high]) + COMPILE_COST
-
-    # best[j]: the cheapest buckets for every example up to candidates[j], the last one
-    # ending at candidates[j]; previous[j] is the end of the bucket before it (-1: none).
-    best, previous = [], []
-    for high in range(len(candidates)):
-        options = [(cost(-1, high), -1)]
-        options += [(best[low] + cost(low, high), low) for low in range(high)]
-        value, low = min(options)
-        best.append(value)
-        previous.append(low)
-    chosen, index = [], len(candidates) - 1
-    while index >= 0:
-        chosen.append(candidates[index])
-        index = previous[index]
-    chosen = chosen[::-1]
-    per_bucket = np.bincount(bucket_ids(lengths, chosen), minlength=len(chosen))
-    if len(lengths) >= batch_size and not (per_bucket // batch_size).any():
-        # no bucket holds a whole batch (a huge batch of long rows can make splitting pay):
-        # one length then, which holds them all
-        longest = candidates[int(np.searchsorted(candidates, lengths.max()))]
-        chosen = sorted({longest, sequence_length})
-    return chosen
 
 
 def real_lengths(x: dict) -> np.ndarray:

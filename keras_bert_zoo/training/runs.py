@@ -24,7 +24,7 @@ from keras_bert_zoo.saving.adapters import save_lora_weights
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching
+from keras_bert_zoo.training import batching, bucket_choice
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training.heap import frozen_heap
@@ -201,7 +201,7 @@ def run_finetune(
     validation_data = job.read(validation, label_names=job.label_names(train_data))
     x, y, _ = job.arrays(train_data)
     lengths = batching.real_lengths(x)
-    train_buckets = batching.training_buckets(
+    train_buckets = bucket_choice.training_buckets(
         lengths, batch_size, sequence_length, epochs, bucketing
     )
     logger.info("Training batches trimmed to the lengths %s.", train_buckets)
