@@ -11,6 +11,8 @@ on this project's reference CPU (benchmarks/RESULTS.md, "Session 9").
 
 import numpy as np
 
+from keras_bert_zoo.training.batching import bucket_ids
+
 # The cost model of `training_buckets`, in tokens of train-step time (MiniLM-L6, batch 32,
 # 2-core CPU, benchmarks/RESULTS.md): a step of B x L tokens takes about (STEP_OVERHEAD +
 # B * L) tokens' time (0.046 s + 0.28 ms per token), and one more length costs one XLA
@@ -70,7 +72,7 @@ def training_buckets(
         chosen.append(candidates[index])
         index = previous[index]
     chosen = chosen[::-1]
-    per_bucket = np.bincount(np.searchsorted(chosen, lengths), minlength=len(chosen))
+    per_bucket = np.bincount(bucket_ids(lengths, chosen), minlength=len(chosen))
     if len(lengths) >= batch_size and not (per_bucket // batch_size).any():
         # no bucket holds a whole batch (a huge batch of long rows can make splitting pay):
         # one length then, which holds them all
