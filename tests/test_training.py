@@ -52,6 +52,34 @@ def test_global_norm_clipping():
     assert float(np.linalg.norm(clipped[0])) == pytest.approx(1.0, rel=1e-5)
 
 
+def test_adamw_steps_equal_torch_adamw_where_epsilon_matters():
+    """Gradients near epsilon (1e-6), where Keras' placement of epsilon differs most."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(3, 4)).astype("float32")
+    gradients = rng.normal(size=(6, 3, 4)) * 10.0 ** rng.integers(-7, -2, (6, 3, 4))
+    gradients = gradients.astype("float32")
+
+    def run(optimizer):
+        variable = keras.Variable(start, name="kernel")
+        for gradient in gradients:
+            optimizer.apply_gradients([(gradient, variable)])
+        return variable.numpy()
+
+    reference = torch.tensor(start, requires_grad=True)
+    torch_optimizer = torch.optim.AdamW([reference], lr=1e-3, eps=1e-6, weight_decay=0.01)
+    for gradient in gradients:
+        reference.grad = torch.tensor(gradient)
+        torch_optimizer.step()
+    expected = reference.detach().numpy()
+    ours = run(kbz.training.AdamW(1e-3, weight_decay=0.01, epsilon=1e-6))
+    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-6)
+    keras_form = run(keras.optimizers.AdamW(1e-3, weight_decay=0.01, epsilon=1e-6))
+    assert np.abs(keras_form - expected).max() > 1e-4  # what the subclass exists for
+    with pytest.raises(ValueError, match="amsgrad"):
+        run(kbz.training.AdamW(1e-3, amsgrad=True))
+
+
 def test_unknown_optimizer_is_a_clear_error():
     with pytest.raises(ValueError, match="'adamw' or 'lamb'"):
         create_optimizer(1e-3, total_steps=10, optimizer="sgd")

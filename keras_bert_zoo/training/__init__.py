@@ -1,7 +1,7 @@
 """Training: optimizers and schedules, devices and precision, exact resume, and the jobs.
 
-- `optimizers`: `create_optimizer` (AdamW / LAMB with BERT's decay exclusions) and
-  `WarmupLinearDecay`;
+- `optimizers`: `create_optimizer` (AdamW / LAMB with BERT's decay exclusions),
+  `WarmupLinearDecay`, and `AdamW` (epsilon as PyTorch and Hugging Face place it);
 - `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
 - `resume`: `fit_resumable`, checkpoints at step intervals (and in time) and exact resume;
   `checkpoint_files`: the atomic checkpoint files, `state.json` and the fallback on damage;
@@ -25,6 +25,7 @@ from keras_bert_zoo._lazy import lazy_attributes
 
 _PACKAGE = "keras_bert_zoo.training"
 _EXPORTS = {
+    "AdamW": f"{_PACKAGE}.optimizers",
     "FINETUNING_TASKS": f"{_PACKAGE}.finetuning",
     "NO_DECAY": f"{_PACKAGE}.optimizers",
     "PRECISIONS": f"{_PACKAGE}.distributed",

@@ -2,6 +2,7 @@
 
 - `WarmupLinearDecay`: linear warmup to the peak rate, then linear decay to zero
   (google-research/bert's polynomial decay with power 1).
+- `AdamW`: Keras' AdamW with epsilon where the Adam paper, PyTorch and Hugging Face put it.
 - `create_optimizer`: AdamW (weight decay 0.01, epsilon 1e-6 as BERT) or LAMB, with LayerNorm
   weights and biases excluded from weight decay, global-norm clipping 1.0 and optional
   gradient accumulation, all Keras 3 optimizer features.
@@ -63,6 +64,42 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class AdamW(keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` with epsilon added to the bias-corrected root of the second
+    moment: `lr * m_hat / (sqrt(v_hat) + epsilon)`, as the Adam paper, `torch.optim.AdamW`
+    and Hugging Face's fine-tuning recipe compute it.
+
+    Written by hand (the one method) because Keras folds both bias corrections into the step
+    size and adds epsilon to the uncorrected `sqrt(v)`, which is `epsilon / sqrt(1 - beta_2^t)`
+    in the corrected form: at BERT's epsilon 1e-6, 22x larger at the first step and still
+    2.3x after 200 (a warmup), which damps the updates of weights with small gradients early
+    in fine-tuning. With Keras' form, ten MiniLM fine-tuning steps drift 3e-4 in loss from
+    transformers' loop after the first real update; with this one they stay within 1e-5
+    (tests/test_recipe_parity.py). Same variables and config as Keras' AdamW.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if self.amsgrad:
+            raise ValueError("kbz's AdamW has no amsgrad; use keras.optimizers.AdamW.")
+        ops = keras.ops
+        dtype = variable.dtype
+        gradient = ops.cast(gradient, dtype)
+        step = ops.cast(self.iterations + 1, dtype)
+        first_correction = 1 - ops.power(ops.cast(self.beta_1, dtype), step)
+        second_correction = 1 - ops.power(ops.cast(self.beta_2, dtype), step)
+        m = self._momentums[self._get_variable_index(variable)]
+        v = self._velocities[self._get_variable_index(variable)]
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+        m_hat = ops.divide(m, first_correction)
+        v_hat = ops.divide(v, second_correction)
+        step_size = ops.cast(learning_rate, dtype)
+        self.assign_sub(
+            variable, ops.divide(ops.multiply(m_hat, step_size), ops.sqrt(v_hat) + self.epsilon)
+        )
+
+
 def create_optimizer(
     learning_rate: float,
     total_steps: int,
@@ -101,7 +138,7 @@ def create_optimizer(
         gradient_accumulation_steps=gradient_accumulation_steps,
     )
     if optimizer == "adamw":
-        opt = keras.optimizers.AdamW(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
+        opt = AdamW(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
     elif optimizer == "lamb":
         opt = keras.optimizers.Lamb(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
     else:
