@@ -157,9 +157,10 @@ def _conll(path):
     return sentences
 
 
-def _hf_optimizer(model, learning_rate, total):
+def hf_optimizer(model, learning_rate, total):
     """The recipe's AdamW (decay 0.01 but not on biases and LayerNorm, epsilon 1e-6) and
-    linear schedule with 10% warmup, as transformers' examples set them up."""
+    linear schedule with 10% warmup, as transformers' examples set them up (also the reference
+    side of tests/test_recipe_parity.py)."""
     import torch  # the `reference` extra: only the Hugging Face child imports it
     import transformers  # the `reference` extra, as torch
 
@@ -184,7 +185,7 @@ def _hf_train(model, args, count, batch_of):
     import torch  # the `reference` extra, as above
 
     total = count // args.batch_size * args.epochs
-    optimizer, schedule = _hf_optimizer(model, args.learning_rate, total)
+    optimizer, schedule = hf_optimizer(model, args.learning_rate, total)
     rng = np.random.default_rng(args.seed)
     model.train()
     for _ in range(args.epochs):

@@ -15,6 +15,9 @@ uncorrected second moment, is 3e-4 to 1e-3 off in loss from the third step, see
 `kbz.training.AdamW`).
 """
 
+import sys
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -22,11 +25,17 @@ import pytest
 import keras_bert_zoo as kbz
 from keras_bert_zoo.training.optimizers import create_optimizer
 
+# The Hugging Face side of the benchmarks' recipe (imports only the standard library until
+# called): the test checks the very optimizer that benchmarks/time_to_accuracy.py runs.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from time_to_accuracy import hf_optimizer  # noqa: E402
+
 STEPS, BATCH, LENGTH, LEARNING_RATE = 10, 8, 64, 5e-5
 
 
 def _sentences(count, skip=0):
-    lines = open("examples/data/sst2_sample.tsv", encoding="utf-8").read().splitlines()[1:]
+    lines = (ROOT / "examples/data/sst2_sample.tsv").read_text(encoding="utf-8").splitlines()[1:]
     rows = [line.split("\t") for line in lines[skip : skip + count]]
     return [r[0] for r in rows], np.array([int(r[1]) for r in rows])
 
@@ -45,15 +54,7 @@ def _hf_run(torch, transformers, minilm_dir, x, labels, heldout):
         model.classifier.weight.detach().numpy().T.copy(),
         model.classifier.bias.detach().numpy().copy(),
     )
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=LEARNING_RATE,
-        eps=1e-6,
-    )
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, int(0.2 * STEPS), STEPS)
+    optimizer, schedule = hf_optimizer(model, LEARNING_RATE, STEPS)
 
     def inputs(source, rows):
         length = int(source["padding_mask"][rows].sum(-1).max())  # pad to the batch's longest
@@ -118,7 +119,7 @@ def test_finetuning_steps_follow_transformers_loop(minilm_dir, minilm_preset):
             layer.rate = 0.0
     model.get_layer("classifier_head").set_weights([kernel, bias])
     model.compile(
-        optimizer=create_optimizer(LEARNING_RATE, STEPS, warmup_fraction=0.2),
+        optimizer=create_optimizer(LEARNING_RATE, STEPS, warmup_fraction=0.1),
         loss=kbz.tasks.classifier_loss(2),
         jit_compile=True,
     )
