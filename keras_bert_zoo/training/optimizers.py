@@ -79,9 +79,12 @@ class AdamW(keras.optimizers.AdamW):
     (tests/test_recipe_parity.py). Same variables and config as Keras' AdamW.
     """
 
-    def update_step(self, gradient, variable, learning_rate):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         if self.amsgrad:
-            raise ValueError("kbz's AdamW has no amsgrad; use keras.optimizers.AdamW.")
+            raise ValueError("kbz.training.AdamW has no amsgrad; use keras.optimizers.AdamW.")
+
+    def update_step(self, gradient, variable, learning_rate):
         ops = keras.ops
         dtype = variable.dtype
         gradient = ops.cast(gradient, dtype)
