@@ -91,12 +91,14 @@ def write_subsets(args) -> None:
     elif args.task == "sst2" and args.sst2_sentences:
         lines = (SHARED / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()
         bundled = (DATA / "sst2_heldout.tsv").read_text(encoding="utf-8").splitlines()[1:]
-        rows = [line for line in lines[1:] if line not in set(bundled)]
+        bundled_set = set(bundled)
+        rows = [line for line in lines[1:] if line not in bundled_set]
         rows = [rows[i] for i in sorted(random.Random(0).sample(range(len(rows)), len(rows)))]
         if args.sst2_heldout:  # the bundled 800 and the last of the shuffled rows
             extra = args.sst2_heldout - len(bundled)
             if extra < 0 or extra >= len(rows):
-                raise SystemExit(f"--sst2-heldout: between {len(bundled)} and {len(lines) - 2}")
+                most = len(bundled) + len(rows) - 1
+                raise SystemExit(f"--sst2-heldout {args.sst2_heldout}: use {len(bundled)}-{most}")
             rows, more = rows[: len(rows) - extra], rows[len(rows) - extra :]
             held = set(more)
             rows = [line for line in rows if line not in held]  # the split repeats lines
