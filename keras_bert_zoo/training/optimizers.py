@@ -91,8 +91,8 @@ class AdamW(keras.optimizers.AdamW):
         step = ops.cast(self.iterations + 1, dtype)
         first_correction = 1 - ops.power(ops.cast(self.beta_1, dtype), step)
         second_correction = 1 - ops.power(ops.cast(self.beta_2, dtype), step)
-        m = self._momentums[self._get_variable_index(variable)]
-        v = self._velocities[self._get_variable_index(variable)]
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
         self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
         self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
         m_hat = ops.divide(m, first_correction)
