@@ -156,7 +156,7 @@ def run_kbz(args, work: Path, again: bool = False) -> float:
     return metrics["accuracy"] if args.task == "sst2" else metrics["f1"]
 
 
-def _sst2(path):
+def read_sst2(path):
     lines = Path(path).read_text(encoding="utf-8").splitlines()[1:]
     rows = [line.split("\t") for line in lines if line.strip()]
     return [r[0] for r in rows], [int(r[1]) for r in rows]
@@ -229,8 +229,8 @@ def run_hf(args, work: Path) -> float:
     if args.task == "squad":
         return hf_squad(args, model_dir=checkpoint, tokenizer=tokenizer)
     if args.task == "sst2":
-        texts, labels = _sst2(train_path)
-        heldout_texts, heldout_labels = _sst2(heldout_path)
+        texts, labels = read_sst2(train_path)
+        heldout_texts, heldout_labels = read_sst2(heldout_path)
         model = transformers.AutoModelForSequenceClassification.from_pretrained(
             checkpoint, num_labels=2
         )
@@ -319,8 +319,8 @@ def run_keras_hub(args, work: Path) -> float:
     if args.task != "sst2":
         raise SystemExit("keras-hub has no token tagger: run --stacks kbz hf for wnut17")
     keras.utils.set_random_seed(args.seed)
-    texts, labels = _sst2(train_file(args))
-    heldout_texts, heldout_labels = _sst2(heldout_file(args))
+    texts, labels = read_sst2(train_file(args))
+    heldout_texts, heldout_labels = read_sst2(heldout_file(args))
     classifier = keras_hub.models.BertTextClassifier.from_preset(minilm_dir(), num_classes=2)
     classifier.preprocessor.sequence_length = args.sequence_length
     total = len(texts) // args.batch_size * args.epochs

@@ -29,15 +29,9 @@ from keras_bert_zoo.training.optimizers import create_optimizer
 # called): the test checks the very optimizer that benchmarks/time_to_accuracy.py runs.
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from time_to_accuracy import hf_optimizer  # noqa: E402
+from time_to_accuracy import hf_optimizer, read_sst2  # noqa: E402
 
 STEPS, BATCH, LENGTH, LEARNING_RATE = 10, 8, 64, 5e-5
-
-
-def _sentences(count, skip=0):
-    lines = (ROOT / "examples/data/sst2_sample.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    rows = [line.split("\t") for line in lines[skip : skip + count]]
-    return [r[0] for r in rows], np.array([int(r[1]) for r in rows])
 
 
 def _hf_run(torch, transformers, minilm_dir, x, labels, heldout):
@@ -102,8 +96,9 @@ def test_finetuning_steps_follow_transformers_loop(minilm_dir, minilm_preset):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     preprocessor = kbz.BertPreprocessor.from_preset(minilm_preset, sequence_length=LENGTH)
-    texts, labels = _sentences(STEPS * BATCH)
-    heldout_texts, _ = _sentences(16, skip=STEPS * BATCH)
+    sentences, sentence_labels = read_sst2(ROOT / "examples/data/sst2_sample.tsv")
+    texts, labels = sentences[: STEPS * BATCH], np.array(sentence_labels[: STEPS * BATCH])
+    heldout_texts = sentences[STEPS * BATCH : STEPS * BATCH + 16]
     x = {k: np.asarray(v) for k, v in preprocessor(texts).items()}
     heldout = {k: np.asarray(v) for k, v in preprocessor(heldout_texts).items()}
     assert x["padding_mask"].sum(-1).max() < LENGTH  # nothing truncated: the same tokens
