@@ -21,7 +21,7 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 
 from keras_bert_zoo.cli import main  # noqa: E402
-from keras_bert_zoo.training import runs  # noqa: E402
+from keras_bert_zoo.jobs import finetune as runs  # noqa: E402
 
 IMPORTED = time.perf_counter()
 PHASES = collections.defaultdict(list)  # label -> seconds of each call

@@ -57,10 +57,10 @@ def main():
     for_paragraphs = kbz.BertPreprocessor.from_preset(preset, sequence_length=length)
     for_questions = kbz.BertPreprocessor.from_preset(preset, sequence_length=64)
     start = time.perf_counter()
-    index = kbz.training.embed_texts(embedder, for_paragraphs, paragraphs, args.batch_size)
-    queries = kbz.training.embed_texts(embedder, for_questions, questions, args.batch_size)
+    index = kbz.jobs.embed_texts(embedder, for_paragraphs, paragraphs, args.batch_size)
+    queries = kbz.jobs.embed_texts(embedder, for_questions, questions, args.batch_size)
     seconds = time.perf_counter() - start
-    scores = kbz.training.recall_at_k(queries, index, targets)
+    scores = kbz.jobs.recall_at_k(queries, index, targets)
     print(
         f"{len(paragraphs)} paragraphs, {len(questions)} questions "
         f"(embedded in {seconds:.1f} s; by chance, top-1 hits {1 / len(paragraphs):.4f})"

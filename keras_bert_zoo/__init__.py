@@ -24,6 +24,8 @@ _SUBPACKAGES = (
     "data",
     "encoder",
     "export",
+    "finetuning",
+    "jobs",
     "layers",
     "lora",
     "metrics",

@@ -24,6 +24,8 @@ RANKS = [
     {"data"},
     {"export"},
     {"training"},
+    {"finetuning"},
+    {"jobs"},
     {"cli"},
 ]
 MAX_LINES = 300

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.training import FINETUNING_TASKS, batching, bucket_choice
+from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.training import batching, bucket_choice
 
 DATA = Path(__file__).parent / "data" / "finetune"
 EXAMPLES = Path(__file__).parents[1] / "examples" / "data"

@@ -250,7 +250,7 @@ def test_embed_texts_warns_about_truncation(caplog):
     tokenizer = kbz.BertTokenizer(vocabulary=vocabulary + [f"w{i}" for i in range(993)])
     pre = kbz.BertPreprocessor(tokenizer, sequence_length=6)
     with caplog.at_level("WARNING"):
-        vectors = kbz.training.embed_texts(embedder, pre, ["a b", "a b a b a b a b"], 1)
+        vectors = kbz.jobs.embed_texts(embedder, pre, ["a b", "a b a b a b a b"], 1)
     assert vectors.shape == (2, TINY["hidden_dim"])
     assert "1 of 2 texts fill all 6 token positions" in caplog.text
 
@@ -269,7 +269,7 @@ def test_in_batch_similarity_is_scaled_cosine():
 
 
 def test_distinct_batches_never_repeat_a_text():
-    from keras_bert_zoo.training.contrastive import distinct_batches
+    from keras_bert_zoo.jobs.finetune_embed import distinct_batches
 
     pairs = [(f"q{i}", f"p{i % 5}") for i in range(40)]  # 8 questions per paragraph
     batches = distinct_batches(pairs, 4, seed=0)
@@ -286,7 +286,7 @@ def test_distinct_batches_never_repeat_a_text():
     [("", "is empty"), ("query\tpositive\nonly one field\n", "pair 1: expected `query<TAB>")],
 )
 def test_bad_pairs_files_are_named(content, message, tmp_path):
-    from keras_bert_zoo.training.contrastive import read_pairs
+    from keras_bert_zoo.jobs.finetune_embed import read_pairs
 
     (tmp_path / "p.tsv").write_text(content)
     with pytest.raises(ValueError, match=message):

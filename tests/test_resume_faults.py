@@ -21,7 +21,8 @@ from safetensors.numpy import load_file
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.presets import builtin_presets_dir
-from keras_bert_zoo.training import checkpoint_files, pretrain_runs
+from keras_bert_zoo.jobs import pretrain as pretrain_runs
+from keras_bert_zoo.training import checkpoint_files
 
 DATA = Path(__file__).parent / "data" / "pretraining"
 FINETUNE = Path(__file__).parent / "data" / "finetune"
@@ -236,7 +237,7 @@ def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(
 def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(
     tmp_path, monkeypatch, bucketing
 ):
-    from keras_bert_zoo.training import runs  # noqa: PLC0415 (only this test patches it)
+    from keras_bert_zoo.jobs import finetune as runs  # noqa: PLC0415 (only this test patches it)
 
     keras.utils.set_random_seed(0)
     encoder = kbz_build_encoder()

@@ -20,8 +20,9 @@ from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.training import pretrain_runs, runs
-from keras_bert_zoo.training.rundir import RunDirectory
+from keras_bert_zoo.jobs import finetune as runs
+from keras_bert_zoo.jobs import pretrain as pretrain_runs
+from keras_bert_zoo.jobs.rundir import RunDirectory
 
 DATA = Path(__file__).parent / "data"
 

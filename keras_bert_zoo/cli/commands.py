@@ -97,7 +97,7 @@ def run_finetune(args) -> int:
         )
     elif args.task == "qa":
         options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
-    metrics = _load("training.runs").run_finetune(
+    metrics = _load("jobs.finetune").run_finetune(
         FINETUNE_TASKS[args.task],
         args.preset,
         args.train,
@@ -126,7 +126,7 @@ def run_finetune(args) -> int:
 
 
 def run_pretrain(args) -> int:
-    metrics = _load("training.pretrain_runs").run_pretrain(
+    metrics = _load("jobs.pretrain").run_pretrain(
         args.preset,
         args.output,
         input_file=args.input_file,
@@ -192,7 +192,7 @@ def run_predict(args) -> int:
         }
     elif args.task == "tag":
         options = {}
-    result = _load("training.predict").run_predict(
+    result = _load("jobs.predict").run_predict(
         FINETUNE_TASKS[args.task],
         args.model,
         args.input,

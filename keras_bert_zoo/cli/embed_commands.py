@@ -24,7 +24,7 @@ def run_finetune_embed(args) -> int:
             f"kbz finetune embed runs on one device in float32 without mid-run checkpoints; "
             f"drop {', '.join(given)}."
         )
-    metrics = _load("training.contrastive").run_finetune_embed(
+    metrics = _load("jobs.finetune_embed").run_finetune_embed(
         args.preset,
         args.train,
         args.validation,
@@ -44,7 +44,7 @@ def run_finetune_embed(args) -> int:
 
 
 def run_embed(args) -> int:
-    result = _load("training.embed").run_embed(
+    result = _load("jobs.embed").run_embed(
         args.model,
         args.input,
         args.output,

@@ -26,12 +26,12 @@ from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching, bucket_choice
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
-from keras_bert_zoo.training.finetuning import FINETUNING_TASKS
+from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
-from keras_bert_zoo.training.rundir import RunDirectory
-from keras_bert_zoo.training.validation import ValidationCallback
+from keras_bert_zoo.jobs.rundir import RunDirectory
+from keras_bert_zoo.jobs.validation import ValidationCallback
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
-from keras_bert_zoo.training.rundir import RunDirectory
-from keras_bert_zoo.training.runs import (
+from keras_bert_zoo.jobs.rundir import RunDirectory
+from keras_bert_zoo.jobs.finetune import (
     check_flags,
     check_length,
     check_rates,

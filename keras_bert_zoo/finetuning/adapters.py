@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from keras_bert_zoo import data, metrics
 from keras_bert_zoo.tasks import classifier_loss, tagger_loss
-from keras_bert_zoo.training.predictions import (
+from keras_bert_zoo.finetuning.prediction_files import (
     warn_if_all_outside,
     warn_if_collapsed,
     write_classifications,
