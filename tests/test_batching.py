@@ -251,6 +251,7 @@ def test_one_bucketed_training_step_equals_a_full_length_step(tiny_preset, task)
     assert changed > 5  # the step did train
 
 
+@pytest.mark.e2e
 def test_bucketed_batches_train_alike_on_two_mirrored_replicas(tiny_preset, mirrored_strategy):
     """The stream's batches of varying length under `MirroredStrategy` (the two logical CPUs
     of conftest, XLA per replica) end with the weights of one device."""

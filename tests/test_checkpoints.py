@@ -247,6 +247,7 @@ def test_seeded_heads_are_the_recorded_ones():
     assert {"transformers", "torch", "tolerance", "checkpoint_sha256"} <= set(provenance)
 
 
+@pytest.mark.e2e
 def test_huggingface_pretraining_checkpoint_matches_transformers(
     hf_pretraining_dir, reference, tmp_path
 ):
@@ -257,6 +258,7 @@ def test_huggingface_pretraining_checkpoint_matches_transformers(
     _assert_parity(preset, reference, "exact_gelu")
 
 
+@pytest.mark.e2e
 def test_google_checkpoint_matches_transformers_with_tanh_gelu(
     google_minilm_dir, reference, tmp_path, capsys
 ):
@@ -380,6 +382,7 @@ def test_google_checkpoint_without_heads_is_an_encoder(tmp_path, tiny_vocabulary
 # --- Hugging Face format: heads, pickle, truncation --------------------------------------
 
 
+@pytest.mark.e2e
 def test_bert_model_gives_encoder_and_masked_lm_gives_new_nsp(hf_pretraining_dir, tmp_path, caplog):
     tensors = load_file(str(hf_pretraining_dir / "model.safetensors"))
     masked_lm = tmp_path / "masked_lm"
@@ -450,6 +453,7 @@ def test_untied_decoder_is_refused(hf_pretraining_dir, tmp_path):
 # --- back out to Hugging Face, and the round trip ----------------------------------------
 
 
+@pytest.mark.e2e
 def test_ours_to_huggingface_to_ours_is_bit_identical(hf_pretraining_dir, tmp_path):
     ours = kbz.checkpoints.convert_huggingface(hf_pretraining_dir, tmp_path / "ours")
     assert main(["convert", str(ours), str(tmp_path / "hf"), "--to", "huggingface"]) == 0

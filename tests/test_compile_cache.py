@@ -67,6 +67,7 @@ def _entries(directory: Path) -> dict:
     return {p.name: p.stat().st_mtime_ns for p in directory.iterdir() if p.is_file()}
 
 
+@pytest.mark.e2e
 def test_second_process_loads_the_train_step_from_disk_whatever_its_seed(tmp_path):
     first = _step(tmp_path / "xla", seed=0)
     assert f"CACHE {tmp_path / 'xla'}" in first.stdout
@@ -168,6 +169,7 @@ def test_commands_enable_the_cache_unless_told_not_to(argv, expected, tmp_path, 
         assert calls == ([] if expected is None else [None if expected == "default" else "DIR"])
 
 
+@pytest.mark.e2e
 def test_kbz_finetune_run_again_loads_its_compiled_programs(tmp_path):
     """The user-facing promise: the same command again (another seed) skips its compiles."""
     preset = save_tiny_preset(tmp_path / "preset")

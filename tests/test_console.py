@@ -46,6 +46,7 @@ def _kbz(*argv):
     )
 
 
+@pytest.mark.e2e
 def test_a_command_that_loads_tensorflow_prints_no_native_lines(tmp_path):
     argv = [
         "finetune",

@@ -76,6 +76,7 @@ def _assert_same(weights, reference):
         np.testing.assert_allclose(weights[name], reference[name], atol=1e-5, err_msg=name)
 
 
+@pytest.mark.e2e
 def test_mirrored_xla_per_replica_equals_single_device(single_device, mirrored):
     model = _model(mirrored)
     history = StrategyTrainer(model, mirrored, jit_compile=True).fit(
@@ -120,6 +121,7 @@ def _free_port():
         return probe.getsockname()[1]
 
 
+@pytest.mark.e2e
 def test_multi_worker_two_local_processes_equal_single_device(single_device, tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)

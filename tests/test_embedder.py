@@ -180,6 +180,7 @@ print(json.dumps(sorted(out)))
 """
 
 
+@pytest.mark.e2e
 def test_exported_embedder_serves_raw_strings_without_the_package(
     minilm_embedder, minilm_preset, reference, provenance, tmp_path
 ):
@@ -319,6 +320,7 @@ def _tiny_preset(directory, texts):
     return directory
 
 
+@pytest.mark.e2e
 def test_finetune_embed_improves_retrieval_of_its_pairs(tmp_path, capsys):
     from keras_bert_zoo.cli import main
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # each script runs in its own process, as a user runs it
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

@@ -90,6 +90,7 @@ def _theirs(kind, directory, inputs):
     return out.logits.numpy(), model.config
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("exported", sorted(TASKS), indirect=True)
 def test_transformers_computes_our_logits_from_the_exported_head(exported):
     kind, model, _, directory = exported
@@ -185,6 +186,7 @@ def test_embedder_exports_sentence_transformers_pooling(tmp_path):
     np.testing.assert_array_equal(np.asarray(restored(inputs)), np.asarray(model(inputs)))
 
 
+@pytest.mark.e2e
 def test_converted_minilm_exports_its_sentence_transformers_pipeline(
     minilm_preset, minilm_dir, tmp_path
 ):

@@ -5,6 +5,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # every test here starts the interpreter it checks
+
 SCRIPT = textwrap.dedent(
     """
     import atexit, sys, threading, time

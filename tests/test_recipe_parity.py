@@ -25,6 +25,7 @@ import pytest
 import keras_bert_zoo as kbz
 from keras_bert_zoo.training.optimizers import create_optimizer
 
+pytestmark = pytest.mark.e2e  # reference parity: transformers' own training loop beside ours
 # The Hugging Face side of the benchmarks' recipe (imports only the standard library until
 # called): the test checks the very optimizer that benchmarks/time_to_accuracy.py runs.
 ROOT = Path(__file__).resolve().parents[1]

@@ -618,6 +618,7 @@ def _pretrain_command(output, steps=12):
     ]
 
 
+@pytest.mark.e2e
 def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
     """A real `kill -9` of `kbz pretrain` after its first checkpoint, at a seeded random
     delay, then the same command: the final weights equal an uninterrupted run's."""
@@ -644,6 +645,7 @@ def test_sigkill_at_a_random_moment_then_same_command_resumes_exactly(tmp_path):
         np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)
 
 
+@pytest.mark.e2e
 def test_ctrl_c_ends_with_one_line_that_says_how_to_resume(tmp_path):
     output = tmp_path / "interrupted"
     process = subprocess.Popen(  # 3,000 steps: far more than run before the signal arrives
