@@ -1,8 +1,9 @@
 """Scaled dot-product attention over padded keys: the fused op, and the explicit softmax.
 
 `fused_attention` is `keras.ops.dot_product_attention`: the backend's fused kernel where it
-has one (cuDNN flash attention under JAX on NVIDIA GPUs in bfloat16/float16, PyTorch's
-`scaled_dot_product_attention`, XLA's fusion of the same ops elsewhere). It cannot drop
+has one (PyTorch's `scaled_dot_product_attention`; under JAX on NVIDIA GPUs Keras picks cuDNN
+flash attention for bfloat16/float16 where cuDNN accepts the shapes, not yet run on a GPU
+here), XLA's fusion of the same ops elsewhere. It cannot drop
 attention probabilities, so `explicit_attention` (softmax(QK^T) written out, then dropout)
 stays for training with attention dropout, as BERT was trained. Both take the query, key and
 value as `[batch, length, heads, head_dim]`, mask the same keys and compute the softmax in
@@ -16,10 +17,6 @@ from keras import ops
 
 from keras_bert_zoo.layers.backend import jax
 from keras_bert_zoo.layers.common import padding_bias
-
-# The dtypes cuDNN's flash attention accepts; for others Keras would try it, log a traceback
-# and fall back, so those never ask for it.
-_FLASH_DTYPES = ("bfloat16", "float16")
 
 
 def attention_bias(padding_mask, dtype="float32"):
@@ -71,7 +68,7 @@ def fused_attention(query, key, value, padding_mask):
         value,
         mask=mask,
         scale=1.0 / math.sqrt(ops.shape(query)[-1]),
-        flash_attention=_flash_attention(query.dtype),
+        flash_attention=_flash_attention(),
     )
 
 
@@ -84,13 +81,9 @@ def _xla_cpu_rejects(dtype) -> bool:
     )
 
 
-def _flash_attention(dtype):
-    """None (let Keras decide) where a flash kernel can apply and is correct, else False."""
-    if keras.config.is_flash_attention_enabled() is False:
-        return False
-    if keras.backend.standardize_dtype(dtype) not in _FLASH_DTYPES:
-        return False
+def _flash_attention():
+    """Keras' own choice of a flash kernel (None: where it applies), except where it is wrong."""
     # Keras' TPU Splash kernel reads the first sequence's padding mask for the whole batch.
     if jax is not None and jax.devices()[0].platform == "tpu":
         return False
-    return None
+    return keras.config.is_flash_attention_enabled()
