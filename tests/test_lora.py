@@ -8,13 +8,14 @@ import keras
 import numpy as np
 import pytest
 from conftest import TINY, UNCASED_VOCABULARY, Kill, random_inputs, save_tiny_preset
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo import lora
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.jobs import finetune as runs
 from keras_bert_zoo.jobs.validation import ValidationCallback
+from keras_bert_zoo.saving.adapters import read_lora_file
 from keras_bert_zoo.training.checkpoint_files import load_weights_file, write_arrays
 
 DATA = Path(__file__).parent / "data" / "finetune"
@@ -126,6 +127,25 @@ def test_an_adapter_is_refused_by_another_base(tmp_path):
     assert not lora.lora_layers(wider)  # refused before anything was changed
     with pytest.raises(ValueError, match="has no LoRA adapters to save"):
         kbz.save_lora_weights(_classifier(), tmp_path / "none.safetensors")
+
+
+def test_an_adapter_from_before_attention_dropout_loads(tmp_path):
+    """Files written before the architecture had `attention_dropout` lack it: None, the same
+    rate as `dropout`; another attention dropout is another architecture."""
+    model = kbz.enable_lora(_classifier(seed=0), rank=2)
+    path = kbz.save_lora_weights(model, tmp_path / "adapter.safetensors")
+    metadata, tensors = read_lora_file(path)
+    architecture = json.loads(metadata["architecture"])
+    assert architecture.pop("attention_dropout") == 0.1
+    old = tmp_path / "old.safetensors"
+    save_file(tensors, str(old), metadata={**metadata, "architecture": json.dumps(architecture)})
+    kbz.load_lora_weights(_classifier(seed=0), old)
+    keras.utils.set_random_seed(0)
+    other = kbz.build_classifier(kbz.build_encoder(**TINY, attention_dropout=0.0), CLASSES)
+    with pytest.raises(
+        ValueError, match=r"another architecture.*'attention_dropout': \(0.1, 0.0\)"
+    ):
+        kbz.load_lora_weights(other, old)
 
 
 @pytest.mark.parametrize(

@@ -153,6 +153,7 @@ def read_google_config(path: Path) -> dict:
         "max_sequence_length": config.get("max_position_embeddings", 512),
         "num_segments": config.get("type_vocab_size", 2),
         "dropout": config.get("hidden_dropout_prob", 0.1),
+        "attention_dropout": config.get("attention_probs_dropout_prob", 0.1),
         "gelu_approximate": True,  # google-research/bert's gelu is 0.5x(1+tanh(...))
     }
 

@@ -156,6 +156,7 @@ def read_huggingface_config(source: Path) -> tuple[dict, bool]:
         "max_sequence_length": config.get("max_position_embeddings", 512),
         "num_segments": config.get("type_vocab_size", 2),
         "dropout": config.get("hidden_dropout_prob", 0.1),
+        "attention_dropout": config.get("attention_probs_dropout_prob", 0.1),
         "gelu_approximate": HF_ACTIVATIONS[activation],
     }
     lowercase = None

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import save_file
 
+from keras_bert_zoo.architecture import attention_dropout_rate
 from keras_bert_zoo.checkpoints.huggingface import huggingface_head_tables, huggingface_name_table
 from keras_bert_zoo.checkpoints.huggingface_tasks import (
     TASK_HEADS,
@@ -67,7 +68,7 @@ def huggingface_config(architecture: dict, model_class: str, task_fields=None) -
         "intermediate_size": architecture["intermediate_dim"],
         "hidden_act": "gelu_new" if architecture["gelu_approximate"] else "gelu",
         "hidden_dropout_prob": architecture["dropout"],
-        "attention_probs_dropout_prob": architecture["dropout"],
+        "attention_probs_dropout_prob": attention_dropout_rate(architecture),
         "max_position_embeddings": architecture["max_sequence_length"],
         "type_vocab_size": architecture["num_segments"],
         "initializer_range": 0.02,

@@ -1,28 +1,17 @@
 """The post-LayerNorm transformer encoder block of BERT, with a fused QKV projection.
 
 Differs from the original in layout only: query, key and value are one `[hidden, 3 * hidden]`
-kernel (one matmul instead of three; the checkpoint converters split and join it), and the
-attention softmax always runs in float32 so mixed precision cannot overflow it.
+kernel (one matmul instead of three; the checkpoint converters split and join it), the
+attention softmax always runs in float32 so mixed precision cannot overflow it, and attention
+runs fused (`keras.ops.dot_product_attention`) whenever no attention probability is dropped.
 """
-
-import math
 
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.common import (
-    check_positive_int,
-    check_rate,
-    dense,
-    layer_norm,
-    padding_bias,
-)
+from keras_bert_zoo.layers.attention import explicit_attention, fused_attention
+from keras_bert_zoo.layers.common import check_positive_int, check_rate, dense, layer_norm
 from keras_bert_zoo.layers.dropout import Dropout
-
-
-def attention_bias(padding_mask, dtype="float32"):
-    """`[batch, seq]` 1/0 mask to an additive `[batch, 1, 1, seq]` bias over attended keys."""
-    return ops.expand_dims(ops.expand_dims(padding_bias(padding_mask, dtype), 1), 1)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -44,7 +33,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         num_heads: attention heads; must divide `hidden_dim`.
         hidden_dim: model width; the input's last axis must equal it.
         intermediate_dim: feed-forward width (4 * hidden_dim in every BERT).
-        dropout: dropout rate after attention probabilities and after each projection.
+        dropout: dropout rate after each projection (and attention probabilities by default).
+        attention_dropout: dropout rate of the attention probabilities; None (the default)
+            uses `dropout`, as BERT does. With 0, training runs the fused attention kernel too
+            (prediction and every other `training=False` pass always do).
         gelu_approximate: tanh-approximated GELU (Google's original code) instead of the exact
             erf form (Hugging Face's "gelu").
 
@@ -56,6 +48,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
             nothing else from the last block, and the feed-forward, attention output and
             scores of the other positions are most of that block's work (Model Garden's
             `output_range=1`).
+
+    `fused_attention` (an execution setting, not saved; True by default) set to False
+    forces the explicit softmax path everywhere, from the next trace on (to compare or
+    profile the two; `kbz.encoder.set_fused_attention` sets it on a whole model).
 
     Example:
     >>> block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=128,
@@ -70,6 +66,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         intermediate_dim: int,
         dropout: float = 0.1,
         gelu_approximate: bool = False,
+        attention_dropout: float | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -82,6 +79,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
                 f"num_heads={num_heads}, hidden_dim={hidden_dim}"
             )
         self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout_rate = (
+            self.dropout
+            if attention_dropout is None
+            else check_rate("attention_dropout", attention_dropout)
+        )
+        self.fused_attention = True
         self.gelu_approximate = bool(gelu_approximate)
         self.head_dim = self.hidden_dim // self.num_heads
 
@@ -107,7 +110,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.output_layer_norm = layer_norm("output_layer_norm", policy)
         self.output_layer_norm.build(hidden_shape)
         # One dropout layer per place it is applied (each has its own seed generator).
-        self.attention_dropout = Dropout(self.dropout, dtype=policy, name="attention_dropout")
+        self.attention_dropout = Dropout(
+            self.attention_dropout_rate, dtype=policy, name="attention_dropout"
+        )
         self.attention_output_dropout = Dropout(
             self.dropout, dtype=policy, name="attention_output_dropout"
         )
@@ -121,11 +126,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
             # the fused kernel still projects every query (slicing it would bypass LoRA and
             # int8 Dense); what goes is the scores, output and feed-forward of the others
             query = query[:, :1]
-        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
-        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_dim))
-        probs = ops.softmax(scores + attention_bias(padding_mask), axis=-1)
-        probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
-        context = ops.einsum("bhqk,bkhd->bqhd", probs, value)
+        if self.fused_attention and not (training and self.attention_dropout_rate > 0):
+            context = fused_attention(query, key, value, padding_mask)
+        else:
+            context = explicit_attention(
+                query, key, value, padding_mask, self.attention_dropout, training
+            )
         return ops.reshape(context, (batch, ops.shape(query)[1], self.hidden_dim))
 
     def call(self, inputs, padding_mask, training=None, first_token_only=False):
@@ -148,5 +154,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
             intermediate_dim=self.intermediate_dim,
             dropout=self.dropout,
             gelu_approximate=self.gelu_approximate,
+            attention_dropout=self.attention_dropout_rate,
         )
         return config

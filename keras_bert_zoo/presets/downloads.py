@@ -29,6 +29,7 @@ import tempfile
 import urllib.parse
 from pathlib import Path, PurePosixPath
 
+from keras_bert_zoo.architecture import normalized
 from keras_bert_zoo.checkpoints.google import convert_google, read_google_config
 from keras_bert_zoo.presets.hub import fetch_huggingface_files
 from keras_bert_zoo.presets.pins import (
@@ -122,7 +123,7 @@ def _how_to_fix(config, archive: Path) -> str:
 
 def _check_release(config, folder: Path) -> None:
     architecture = read_google_config(folder / "bert_config.json")
-    if architecture != config.architecture:
+    if normalized(architecture) != normalized(config.architecture):
         raise ValueError(
             f"{folder / 'bert_config.json'} describes {architecture}, not preset "
             f"'{config.name}' ({config.architecture}); wrong archive."

@@ -21,6 +21,7 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
+from keras_bert_zoo.architecture import normalized
 from keras_bert_zoo.checkpoints.common import save_converted
 from keras_bert_zoo.checkpoints.huggingface import read_huggingface
 from keras_bert_zoo.presets.pins import pinned_files
@@ -98,7 +99,7 @@ def _fetch_file(config, name: str, expected: str, folder: Path) -> None:
 def _check_converted(config, converted) -> None:
     """The files describe this preset: architecture, vocabulary and pooling."""
     problems = []
-    if converted.architecture != config.architecture:
+    if normalized(converted.architecture) != normalized(config.architecture):
         problems.append(f"architecture {converted.architecture}, not {config.architecture}")
     if sha256_file(converted.vocabulary) != sha256_file(config.vocabulary_path):
         problems.append(f"a vocabulary other than {config.vocabulary_path}")

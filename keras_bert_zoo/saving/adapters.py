@@ -17,6 +17,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
+from keras_bert_zoo.architecture import normalized
 from keras_bert_zoo.encoder import architecture_of, find_encoder
 from keras_bert_zoo.lora import (
     base_fingerprint,
@@ -94,8 +95,9 @@ def load_lora_weights(model, path) -> keras.Model:
     """
     metadata, tensors = read_lora_file(path)
     saved = json.loads(metadata["lora"])
-    architecture = json.loads(metadata["architecture"])
-    ours = architecture_of(find_encoder(model))
+    # normalized: files from before `attention_dropout` existed lack it
+    architecture = normalized(json.loads(metadata["architecture"]))
+    ours = normalized(architecture_of(find_encoder(model)))
     if architecture != ours:
         differences = {
             k: (architecture.get(k), ours.get(k))

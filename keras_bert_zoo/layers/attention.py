@@ -1,0 +1,89 @@
+"""Scaled dot-product attention over padded keys: the fused op, and the explicit softmax.
+
+`fused_attention` is `keras.ops.dot_product_attention`: the backend's fused kernel where it
+has one (PyTorch's `scaled_dot_product_attention`; under JAX on NVIDIA GPUs Keras picks cuDNN
+flash attention for bfloat16/float16 where cuDNN accepts the shapes, not yet run on a GPU
+here), XLA's fusion of the same ops elsewhere. It cannot drop
+attention probabilities, so `explicit_attention` (softmax(QK^T) written out, then dropout)
+stays for training with attention dropout, as BERT was trained. Both take the query, key and
+value as `[batch, length, heads, head_dim]`, mask the same keys and compute the softmax in
+float32, and agree within float32 rounding (tested on TensorFlow, JAX and PyTorch).
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.layers.backend import jax
+from keras_bert_zoo.layers.common import padding_bias
+
+
+def attention_bias(padding_mask, dtype="float32"):
+    """`[batch, seq]` 1/0 mask to an additive `[batch, 1, 1, seq]` bias over attended keys."""
+    return ops.expand_dims(ops.expand_dims(padding_bias(padding_mask, dtype), 1), 1)
+
+
+def explicit_attention(query, key, value, padding_mask, dropout=None, training=None):
+    """softmax(QK^T / sqrt(d) + padding bias), dropped out by `dropout`, times V.
+
+    Args:
+        query: `[batch, queries, heads, head_dim]`.
+        key, value: `[batch, keys, heads, head_dim]`.
+        padding_mask: `[batch, keys]` int, 1 for real tokens, 0 for padding.
+        dropout: a `keras.layers.Dropout` applied to the attention probabilities, or None.
+        training: passed to `dropout`.
+
+    Returns `[batch, queries, heads, head_dim]` in the query's dtype.
+
+    >>> context = kbz.layers.attention.explicit_attention(q, k, v, mask)
+    """
+    scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+    scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(ops.shape(query)[-1]))
+    probs = ops.cast(ops.softmax(scores + attention_bias(padding_mask), axis=-1), query.dtype)
+    if dropout is not None:
+        probs = dropout(probs, training=training)
+    return ops.einsum("bhqk,bkhd->bqhd", probs, value)
+
+
+def fused_attention(query, key, value, padding_mask):
+    """`keras.ops.dot_product_attention` with padded keys masked out; no dropout.
+
+    The same arguments and result as `explicit_attention` without `dropout`. The boolean
+    mask (not an additive bias) keeps float16 finite, and it is broadcast over the queries
+    because cuDNN reads a mask only in the full `[.., queries, keys]` layout. Keras'
+    `keras.config.disable_flash_attention()` keeps the fused op but not the flash kernel.
+    float16 under JAX on CPU takes the explicit path (XLA:CPU cannot compile the fused one).
+
+    >>> context = kbz.layers.attention.fused_attention(q, k, v, mask)
+    """
+    if _xla_cpu_rejects(query.dtype):
+        return explicit_attention(query, key, value, padding_mask)
+    batch, queries, keys = ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1]
+    mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+    mask = ops.broadcast_to(mask, (batch, 1, queries, keys))
+    return ops.dot_product_attention(
+        query,
+        key,
+        value,
+        mask=mask,
+        scale=1.0 / math.sqrt(ops.shape(query)[-1]),
+        flash_attention=_flash_attention(),
+    )
+
+
+def _xla_cpu_rejects(dtype) -> bool:
+    """JAX's fused float16 attention asks XLA:CPU for an F16_F16_F32 dot it does not have."""
+    return (
+        jax is not None
+        and keras.backend.standardize_dtype(dtype) == "float16"
+        and jax.devices()[0].platform == "cpu"
+    )
+
+
+def _flash_attention():
+    """Keras' own choice of a flash kernel (None: where it applies), except where it is wrong."""
+    # Keras' TPU Splash kernel reads the first sequence's padding mask for the whole batch.
+    if jax is not None and jax.devices()[0].platform == "tpu":
+        return False
+    return keras.config.is_flash_attention_enabled()
