@@ -150,9 +150,10 @@ def plan(args) -> tuple[list, list]:
         for length in shapes
         for size in sizes
     ]
-    if args.only:
-        keras_jobs = [job for job in keras_jobs if args.only in job["name"]]
-        torch_jobs = [job for job in torch_jobs if args.only in job["name"]]
+    if args.only:  # comma-separated parts of job names
+        wanted = args.only.split(",")
+        keras_jobs = [job for job in keras_jobs if any(w in job["name"] for w in wanted)]
+        torch_jobs = [job for job in torch_jobs if any(w in job["name"] for w in wanted)]
     return keras_jobs, torch_jobs
 
 
@@ -195,13 +196,19 @@ def run_child(module: str, jobs: list, deadline: float, results: Path, smoke: bo
     if smoke:  # the same code on the CPU, whatever this machine has
         env.update(JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="")
     command = [sys.executable, str(HERE / f"{module}.py"), handle.name, str(results), str(deadline)]
+    row = None
     try:
-        subprocess.run(command, env=env, timeout=max(deadline - time.time(), 0) + 30)
+        child = subprocess.run(command, env=env, timeout=max(deadline - time.time(), 0) + 30)
+        if child.returncode:  # a crash outside the jobs, an import say: the table must say so
+            error = f"exited with status {child.returncode} (its traceback is above)"
+            row = {"part": "child", "name": module, "impl": "process", "error": error}
     except subprocess.TimeoutExpired:
-        with open(results, "a") as out:
-            out.write(json.dumps({"part": "stopped", "name": module, "impl": module}) + "\n")
+        row = {"part": "stopped", "name": module, "impl": module}
     finally:
         os.unlink(handle.name)
+    if row is not None:
+        with open(results, "a") as out:
+            out.write(json.dumps(row) + "\n")
 
 
 def describe(row: dict) -> str:
@@ -301,7 +308,9 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="CPU, bert_tiny, tiny batches")
     parser.add_argument("--record", action="store_true", help="re-record the CPU fixture")
     parser.add_argument("--budget-s", type=float, default=300.0, help="seconds for all jobs")
-    parser.add_argument("--only", default=None, help="run only jobs whose name contains this")
+    parser.add_argument(
+        "--only", default=None, help="run only jobs whose names contain one of these (a,b,...)"
+    )
     parser.add_argument("--json", default=None, help="also write every row here")
     args = parser.parse_args()
     start = time.time()
