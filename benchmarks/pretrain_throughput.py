@@ -26,23 +26,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import throughput  # noqa: E402
+from flops import gpu_peak_tflops, pretraining_flops  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
 from keras_bert_zoo.presets import load_preset_config  # noqa: E402
 from keras_bert_zoo.pretraining import compile_pretrainer  # noqa: E402
 from keras_bert_zoo.training import create_optimizer, set_precision  # noqa: E402
-
-# Dense (no sparsity) bf16/fp16 tensor-core peaks, TFLOP/s, from NVIDIA's data sheets; the
-# first name found in the device name wins, so "H100 PCIe" comes before "H100".
-GPU_PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("A100", 312.0))
-
-
-def pretraining_flops(architecture: dict, length: int, predictions: int) -> float:
-    """Train FLOPs of one sequence (forward + backward), matmuls and attention only."""
-    hidden, layers = architecture["hidden_dim"], architecture["num_layers"]
-    encoder = layers * (4 * hidden * hidden + 2 * hidden * architecture["intermediate_dim"])
-    mlm_head = hidden * hidden + hidden * architecture["vocabulary_size"]
-    return 6 * (encoder * length + mlm_head * predictions) + 12 * layers * hidden * length * length
 
 
 def peak_flops(override_tflops):
@@ -50,9 +39,9 @@ def peak_flops(override_tflops):
         return override_tflops * 1e12, f"--peak-tflops {override_tflops}"
     for gpu in tf.config.list_physical_devices("GPU"):
         name = tf.config.experimental.get_device_details(gpu).get("device_name", "")
-        for key, tflops in GPU_PEAK_TFLOPS:
-            if key in name:
-                return tflops * 1e12, f"{name}: dense bf16 data-sheet peak"
+        tflops = gpu_peak_tflops(name)
+        if tflops:
+            return tflops * 1e12, f"{name}: dense bf16 data-sheet peak"
         raise SystemExit(f"No peak known for {name!r}: pass --peak-tflops.")
     return throughput.matmul_peak(), "float32 matmul peak measured on this CPU"
 

@@ -10,15 +10,18 @@ inside XLA, so this layer uses it only while tracing under `jit_compile=True` an
 behaves exactly like `keras.layers.Dropout` (same seed generator, same saved variables).
 The check for an XLA trace is TensorFlow's own (the one `tf.function(jit_compile=True)`
 enters), imported from a private module; if a TensorFlow release moves it, the layer falls
-back to Keras' path rather than failing. On JAX and PyTorch the layer is exactly
-`keras.layers.Dropout` (the backend's own generator; JAX's default is Threefry already) and
-imports no TensorFlow; its seed state is the same saved variable on every backend, so exact
-resume restores it everywhere.
+back to Keras' path rather than failing. On JAX the mask comes from XLA's own Threefry
+(`jax.lax.rng_bit_generator`, the generator TensorFlow's XLA path uses) instead of
+`jax.random.bernoulli`, whose Threefry is written out in jax.numpy and ran 6x slower for one
+attention mask on a CPU (`benchmarks/jax_train_step.py`, RESULTS.md). On PyTorch the layer is
+exactly `keras.layers.Dropout`. No backend but TensorFlow imports TensorFlow; the seed state is
+the same saved variable on every backend, so exact resume restores it everywhere.
 """
 
 import keras
+import numpy as np
 
-from keras_bert_zoo.layers.backend import tf
+from keras_bert_zoo.layers.backend import jax, tf
 
 control_flow_util = None
 if tf is not None:  # TensorFlow backend only
@@ -48,6 +51,8 @@ class Dropout(keras.layers.Dropout):
     """`keras.layers.Dropout`, drawing its mask with Threefry inside XLA-compiled steps."""
 
     def call(self, inputs, training=False):
+        if training and self.rate > 0 and self.noise_shape is None and jax is not None:
+            return self._jax_dropout(inputs)
         if not (training and self.rate > 0 and self.noise_shape is None and in_xla_trace()):
             return super().call(inputs, training=training)
         seed = self.seed_generator.next()
@@ -56,3 +61,14 @@ class Dropout(keras.layers.Dropout):
         return tf.nn.experimental.stateless_dropout(
             inputs, rate=self.rate, seed=seed, rng_alg="threefry"
         )
+
+    def _jax_dropout(self, inputs):
+        seed = jax.numpy.asarray(self.seed_generator.next(), "uint32")  # [2], advanced per call
+        # XLA's Threefry key is (key, counter): the seed is the key, the counter starts at 0
+        key = jax.numpy.concatenate([seed, jax.numpy.zeros(2, "uint32")])
+        _, bits = jax.lax.rng_bit_generator(
+            key, inputs.shape, "uint32", algorithm=jax.lax.RandomAlgorithm.RNG_THREE_FRY
+        )
+        keep = bits >= np.uint32(min(round(self.rate * 2**32), 2**32 - 1))  # P = 1 - rate
+        scaled = inputs * keras.ops.cast(1.0 / (1.0 - self.rate), inputs.dtype)
+        return jax.numpy.where(keep, scaled, jax.numpy.zeros_like(inputs))
