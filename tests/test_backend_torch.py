@@ -4,16 +4,21 @@ Only collected when Keras runs on PyTorch (conftest.py): forward passes, input c
 `.keras` and preset round trips, a short eager fit, and the real MiniLM parity at 1e-4.
 """
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
-from conftest import TINY, random_inputs
+from conftest import TINY, random_inputs, save_tiny_preset
 
 import keras_bert_zoo as kbz
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 
@@ -87,3 +92,22 @@ def test_real_minilm_matches_huggingface_within_1e4(minilm_preset):
     real = reference["padding_mask"].astype(bool)
     error = np.abs(numpy(out["sequence_output"]) - reference["sequence_output"])[real]
     assert error.max() < 1e-4
+
+
+def test_kbz_finetune_on_torch_exits_by_itself(tmp_path):
+    # It used to write every output, then wait forever for idle executor workers (issue 28).
+    preset = save_tiny_preset(tmp_path / "tiny", max_sequence_length=64)
+    train = ROOT / "tests" / "data" / "finetune" / "sst2_train_head.tsv"
+    argv = ["finetune", "classify", "--preset", str(preset), "--train", str(train)]
+    argv += ["--validation", str(train), "--output", str(tmp_path / "run"), "--epochs", "1"]
+    argv += ["--batch-size", "16", "--sequence-length", "32", "--no-jit-compile"]
+    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_bert_zoo.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,  # a hang raises TimeoutExpired; the run itself takes about a minute
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 0.0 <= json.loads((tmp_path / "run" / "metrics.json").read_text())["accuracy"] <= 1.0
