@@ -94,13 +94,26 @@ def test_real_minilm_matches_huggingface_within_1e4(minilm_preset):
     assert error.max() < 1e-4
 
 
+def test_kbz_jobs_run_eagerly_on_torch_unless_asked():
+    # torch.compile (Keras' jit_compile here) compiled C++ for minutes per batch shape on CPU.
+    from keras_bert_zoo.cli import build_parser
+    from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
+
+    base = ["finetune", "classify", "--preset", "p", "--train", "t", "--validation", "v"]
+    for flags, expected in (([], False), (["--jit-compile"], True)):
+        args = build_parser().parse_args([*base, "--output", "o", *flags])
+        resolve_jit_compile(args)
+        assert args.jit_compile is expected
+
+
+@pytest.mark.tensorflow_data  # the job's tf.data pipeline, in the subprocess
 def test_kbz_finetune_on_torch_exits_by_itself(tmp_path):
     # It used to write every output, then wait forever for idle executor workers (issue 28).
     preset = save_tiny_preset(tmp_path / "tiny", max_sequence_length=64)
     train = ROOT / "tests" / "data" / "finetune" / "sst2_train_head.tsv"
     argv = ["finetune", "classify", "--preset", str(preset), "--train", str(train)]
     argv += ["--validation", str(train), "--output", str(tmp_path / "run"), "--epochs", "1"]
-    argv += ["--batch-size", "16", "--sequence-length", "32", "--no-jit-compile"]
+    argv += ["--batch-size", "16", "--sequence-length", "32"]  # eager: torch's default
     env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-m", "keras_bert_zoo.cli", *argv],
