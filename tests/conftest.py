@@ -2,19 +2,74 @@
 
 The suite runs once per Keras backend (`make test`): on TensorFlow every test module but the
 other backends' `test_backend_<name>*.py`; with `KERAS_BACKEND=jax` or `torch` only that
-backend's modules (the other modules use TensorFlow directly).
+backend's modules (the other modules use TensorFlow directly), with TensorFlow's import
+blocked except for tests marked `tensorflow_data`, which run last.
 """
 
 import atexit
+import contextlib
+import importlib.abc
+import importlib.machinery
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if os.environ.get("KERAS_BACKEND") == "jax":  # two host devices for the data parallel test;
     # set before Keras starts JAX (TensorFlow's own XLA would read it too)
     os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+
+class NoTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """A meta-path finder for which TensorFlow is not installed: on JAX and PyTorch a stray
+    `import tensorflow` fails the test instead of passing where the user has no TensorFlow.
+    Its spec has no origin, so probes such as torch._dynamo's `find_spec` pass it by."""
+
+    BLOCKED = ("tensorflow", "tensorflow_text", "tensorflow_serving", "tf2onnx")
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.BLOCKED:
+            return importlib.machinery.ModuleSpec(name, self)
+        return None
+
+    def create_module(self, spec):
+        raise ModuleNotFoundError(
+            f"No module named {spec.name!r} (blocked by tests/conftest.py)", name=spec.name
+        )
+
+    def exec_module(self, module):
+        raise AssertionError("create_module always raises")
+
+
+NO_TENSORFLOW = NoTensorFlow()
+if os.environ.get("KERAS_BACKEND") in ("jax", "torch"):
+    sys.meta_path.insert(0, NO_TENSORFLOW)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "tensorflow_data: on JAX/PyTorch, uses TensorFlow on purpose (tf.data pipelines not yet "
+        "ported, issue 28); runs last, after TensorFlow's import is unblocked",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    # Once TensorFlow is imported, the blocker can no longer catch a stray import: last.
+    items.sort(key=lambda item: item.get_closest_marker("tensorflow_data") is not None)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("tensorflow_data") and NO_TENSORFLOW in sys.meta_path:
+        sys.meta_path.remove(NO_TENSORFLOW)
+        # The tokenizer chose its TensorFlow-free path at import; TensorFlow exists from now.
+        from keras_bert_zoo.tokenization import graph, tokenizer  # noqa: PLC0415
+
+        tokenizer.graph = graph
+
 
 # `kbz` commands run by the tests keep XLA's compiled programs in one folder per session, never
 # in the user's ~/.cache (tests/test_compile_cache.py checks the cache itself).
@@ -94,6 +149,30 @@ def save_tiny_preset(directory, seed=0, **architecture):
     keras.utils.set_random_seed(seed)
     encoder = kbz.build_encoder(**{**TINY_UNCASED, **architecture})
     return kbz.save_preset(encoder, directory, vocabulary=UNCASED_VOCABULARY, lowercase=True)
+
+
+TOKENIZER_PATHS = ("graph", "host")  # BertTokenizer's TensorFlow ops; `tokenizers` + numpy
+
+
+@contextlib.contextmanager
+def tokenizer_path(path):
+    """Runs the tokenization layers on `path` whatever the backend and input type, so the
+    TensorFlow process tests both (`keras_bert_zoo.tokenization.tokenizer.uses_graph`)."""
+    from keras_bert_zoo.tokenization import tokenizer  # noqa: PLC0415 (after the env vars)
+
+    with mock.patch.object(tokenizer, "uses_graph", lambda *inputs: path == "graph"):
+        yield
+
+
+def token_rows(values):
+    """Ids (or offsets) of either path as nested Python lists: ragged tensors, arrays, lists."""
+    if hasattr(values, "to_list"):
+        return values.to_list()
+    if hasattr(values, "numpy"):
+        return values.numpy().tolist()
+    if isinstance(values, np.ndarray):
+        return values.tolist()
+    return [token_rows(v) for v in values]
 
 
 class Kill(keras.callbacks.Callback):

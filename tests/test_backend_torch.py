@@ -4,6 +4,10 @@ Only collected when Keras runs on PyTorch (conftest.py): forward passes, input c
 `.keras` and preset round trips, a short eager fit, and the real MiniLM parity at 1e-4.
 """
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -15,12 +19,14 @@ from conftest import (
     check_fused_prediction,
     check_fused_training_step,
     random_inputs,
+    save_tiny_preset,
 )
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.layers.attention import explicit_attention, fused_attention
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 
@@ -122,3 +128,35 @@ def test_mixed_precision_attention_stays_finite(policy):
     encoder = kbz.build_encoder(**TINY, dtype=policy)
     out = encoder.predict(random_inputs(batch=2, length=8, lengths=[8, 0]), verbose=0)
     assert np.isfinite(np.asarray(out["sequence_output"], np.float32)).all()
+
+
+def test_kbz_jobs_run_eagerly_on_torch_unless_asked():
+    # torch.compile (Keras' jit_compile here) compiled C++ for minutes per batch shape on CPU.
+    from keras_bert_zoo.cli import build_parser
+    from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
+
+    base = ["finetune", "classify", "--preset", "p", "--train", "t", "--validation", "v"]
+    for flags, expected in (([], False), (["--jit-compile"], True)):
+        args = build_parser().parse_args([*base, "--output", "o", *flags])
+        resolve_jit_compile(args)
+        assert args.jit_compile is expected
+
+
+@pytest.mark.tensorflow_data  # the job's tf.data pipeline, in the subprocess
+def test_kbz_finetune_on_torch_exits_by_itself(tmp_path):
+    # It used to write every output, then wait forever for idle executor workers (issue 28).
+    preset = save_tiny_preset(tmp_path / "tiny", max_sequence_length=64)
+    train = ROOT / "tests" / "data" / "finetune" / "sst2_train_head.tsv"
+    argv = ["finetune", "classify", "--preset", str(preset), "--train", str(train)]
+    argv += ["--validation", str(train), "--output", str(tmp_path / "run"), "--epochs", "1"]
+    argv += ["--batch-size", "16", "--sequence-length", "32"]  # eager: torch's default
+    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_bert_zoo.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,  # a hang raises TimeoutExpired; the run itself takes about a minute
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 0.0 <= json.loads((tmp_path / "run" / "metrics.json").read_text())["accuracy"] <= 1.0

@@ -11,6 +11,7 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import TOKENIZER_PATHS, tokenizer_path
 from tokenizers import BertWordPieceTokenizer
 from tokenizers.processors import BertProcessing
 
@@ -67,16 +68,28 @@ def test_single_segment_and_empty_string():
     np.testing.assert_array_equal(outputs["segment_ids"], np.zeros([3, 8]))
 
 
+def packed(sequence_length, path, *segments):
+    """`preprocessor(sequence_length)` on `path` (TensorFlow ops or numpy) as numpy arrays."""
+    with tokenizer_path(path):
+        inputs = [tf.constant(s) if path == "graph" else list(s) for s in segments]
+        outputs = preprocessor(sequence_length)(tuple(inputs))
+    assert all(
+        isinstance(v, tf.Tensor if path == "graph" else np.ndarray) for v in outputs.values()
+    )
+    return {key: np.asarray(value) for key, value in outputs.items()}
+
+
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
 @pytest.mark.parametrize("sequence_length", [3, 4, 5, 8, 11])
-def test_truncation_equals_original_truncate_seq_pair(sequence_length):
+def test_truncation_equals_original_truncate_seq_pair(sequence_length, path):
     lengths = [(i, j) for i in range(0, 12) for j in range(0, 12)]
-    first = tf.constant([words(i) for i, _ in lengths])
-    second = tf.constant([words(j) for _, j in lengths])
-    outputs = preprocessor(sequence_length)((first, second))
+    first = [words(i) for i, _ in lengths]
+    second = [words(j) for _, j in lengths]
+    outputs = packed(sequence_length, path, first, second)
     for row, (i, j) in enumerate(lengths):
         expected = original_bert_packing([1996] * i, [1996] * j, sequence_length)
         for key, values in zip(KEYS, expected, strict=True):
-            assert outputs[key][row].numpy().tolist() == values, (key, i, j)
+            assert outputs[key][row].tolist() == values, (key, i, j)
 
 
 def test_truncation_keeps_what_keras_hub_multi_segment_packer_keeps():
@@ -100,7 +113,8 @@ def test_truncation_keeps_what_keras_hub_multi_segment_packer_keeps():
     np.testing.assert_array_equal(outputs["segment_ids"], expected_segments)
 
 
-def test_pairs_equal_tokenizers_longest_first_on_squad():
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
+def test_pairs_equal_tokenizers_longest_first_on_squad(path):
     squad = json.loads((ROOT / "tests/data/squad_v1.1_dev_subset.json").read_text())
     pairs = [
         (qa["question"], paragraph["context"])
@@ -113,9 +127,7 @@ def test_pairs_equal_tokenizers_longest_first_on_squad():
     reference.enable_truncation(64, strategy="longest_first")
     reference.enable_padding(length=64)
     expected = reference.encode_batch(pairs)
-    outputs = preprocessor(64)(
-        (tf.constant([q for q, _ in pairs]), tf.constant([c for _, c in pairs]))
-    )
+    outputs = packed(64, path, [q for q, _ in pairs], [c for _, c in pairs])
     np.testing.assert_array_equal(outputs["token_ids"], [e.ids for e in expected])
     np.testing.assert_array_equal(outputs["segment_ids"], [e.type_ids for e in expected])
     np.testing.assert_array_equal(outputs["padding_mask"], [e.attention_mask for e in expected])

@@ -43,6 +43,26 @@ def test_end_process_flushes_joins_runs_atexit_and_skips_teardown():
     assert "torn down" not in done.stdout  # no teardown of the objects still held
 
 
+def test_end_process_ends_idle_executor_workers_instead_of_waiting_forever():
+    # PyTorch's compile pool (and Keras' async callbacks) leave idle, non-daemon executor
+    # workers that only their executor's threading shutdown hook wakes (issue 28).
+    script = textwrap.dedent(
+        """
+        import concurrent.futures
+        from keras_bert_zoo.cli import end_process
+
+        pool = concurrent.futures.ThreadPoolExecutor(2)
+        print(pool.submit(sum, [1, 2]).result(), flush=True)
+        end_process(0)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "3\n"
+
+
 def test_the_command_line_exits_with_each_commands_status(tmp_path):
     ok = subprocess.run(
         [sys.executable, "-m", "keras_bert_zoo.cli", "presets"], capture_output=True, text=True

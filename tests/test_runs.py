@@ -458,9 +458,13 @@ def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint(
 
 def test_flags_xla_is_the_default():
     from keras_bert_zoo.cli import build_parser
+    from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
 
     base = ["pretrain", "--preset", "p", "--output", "o"]
-    assert build_parser().parse_args(base).jit_compile is True
+    args = build_parser().parse_args(base)
+    assert args.jit_compile is None  # the backend's default: on here (off on PyTorch)
+    resolve_jit_compile(args)
+    assert args.jit_compile is True
     assert build_parser().parse_args([*base, "--no-jit-compile"]).jit_compile is False
     assert build_parser().parse_args(base).keep_checkpoints == 3
     for command in (

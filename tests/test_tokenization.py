@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import TOKENIZER_PATHS, token_rows, tokenizer_path
 from tokenizers import BertWordPieceTokenizer
 
 import keras_bert_zoo as kbz
@@ -52,13 +53,20 @@ def reference_ids_and_offsets(name, lines):
     return [e.ids for e in encodings], [[tuple(o) for o in e.offsets] for e in encodings]
 
 
-def ours_ids_and_offsets(name, lines, **kwargs):
-    ids, starts, ends = tokenizer(name, **kwargs).tokenize_with_offsets(
-        tf.constant(lines), unit="char"
-    )
-    return ids.to_list(), [
-        list(zip(s, e, strict=True)) for s, e in zip(starts.to_list(), ends.to_list(), strict=True)
+def ours_ids_and_offsets(name, lines, path="graph", **kwargs):
+    with tokenizer_path(path):
+        inputs = tf.constant(lines) if path == "graph" else list(lines)
+        ids, starts, ends = tokenizer(name, **kwargs).tokenize_with_offsets(inputs, unit="char")
+    return token_rows(ids), [
+        list(zip(s, e, strict=True))
+        for s, e in zip(token_rows(starts), token_rows(ends), strict=True)
     ]
+
+
+def ours_ids(tok, text, path):
+    """`tok(text)` on `path` as Python lists."""
+    with tokenizer_path(path):
+        return token_rows(tok(text))
 
 
 # --- seeded random Unicode (also used by tools/check_tokenizer_parity.py --random) -----------
@@ -229,12 +237,13 @@ def test_fixture_provenance():
     assert sum(len(lines) for lines in data["lines"].values()) > 3000
 
 
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
 @pytest.mark.parametrize("name", list(VOCABULARIES))
-def test_real_text_ids_equal_reference_fixture(name):
+def test_real_text_ids_equal_reference_fixture(name, path):
     data = fixture()
     for corpus, lines in data["lines"].items():
         expected = data["vocabularies"][name]["ids"][corpus]
-        ours = tokenizer(name)(tf.constant(lines)).to_list()
+        ours = ours_ids(tokenizer(name), tf.constant(lines) if path == "graph" else lines, path)
         different = [i for i, (a, b) in enumerate(zip(ours, expected, strict=True)) if a != b]
         assert not different, (
             f"{corpus}/{name}: {len(different)} of {len(lines)} lines differ,"
@@ -242,10 +251,11 @@ def test_real_text_ids_equal_reference_fixture(name):
         )
 
 
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
 @pytest.mark.parametrize("name", list(VOCABULARIES))
-def test_random_unicode_ids_and_offsets_equal_tokenizers(name):
+def test_random_unicode_ids_and_offsets_equal_tokenizers(name, path):
     lines = random_lines(400, name, seed=1234)
-    ids, offsets = ours_ids_and_offsets(name, lines)
+    ids, offsets = ours_ids_and_offsets(name, lines, path)
     expected_ids, expected_offsets = reference_ids_and_offsets(name, lines)
     for i, line in enumerate(lines):
         assert ids[i] == expected_ids[i], f"ids differ on {line!r}"
@@ -254,12 +264,14 @@ def test_random_unicode_ids_and_offsets_equal_tokenizers(name):
 
 @hypothesis.settings(max_examples=100, deadline=None)
 @hypothesis.given(text=st.text(max_size=60), name=st.sampled_from(list(VOCABULARIES)))
-def test_any_text_ids_and_offsets_equal_tokenizers(text, name):
-    assert ours_ids_and_offsets(name, [text]) == reference_ids_and_offsets(name, [text])
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
+def test_any_text_ids_and_offsets_equal_tokenizers(path, text, name):
+    assert ours_ids_and_offsets(name, [text], path) == reference_ids_and_offsets(name, [text])
 
 
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
 @pytest.mark.parametrize("name", ["uncased", "cased"])
-def test_every_bmp_code_point_equals_tokenizers(name):
+def test_every_bmp_code_point_equals_tokenizers(name, path):
     """Every BMP code point (and every 17th astral one) inside and between words."""
     code_points = [c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
     code_points += list(range(0x10000, 0x110000, 17))
@@ -267,7 +279,7 @@ def test_every_bmp_code_point_equals_tokenizers(name):
         " ".join(f"a{chr(c)}b{chr(c)}" for c in code_points[i : i + 16])
         for i in range(0, len(code_points), 16)
     ]
-    ids, offsets = ours_ids_and_offsets(name, lines)
+    ids, offsets = ours_ids_and_offsets(name, lines, path)
     expected_ids, expected_offsets = reference_ids_and_offsets(name, lines)
     assert ids == expected_ids
     assert offsets == expected_offsets
@@ -292,11 +304,12 @@ def test_lowercasing_follows_the_vocabulary():
     assert tokenizer("uncased")("Hello").numpy().tolist() == [7592]
 
 
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
 @pytest.mark.parametrize("special_tokens_in_strings", [True, False])
-def test_special_tokens_written_in_text(special_tokens_in_strings):
+def test_special_tokens_written_in_text(special_tokens_in_strings, path):
     tok = tokenizer("uncased", special_tokens_in_strings=special_tokens_in_strings)
     text = "Paris is the [MASK] of France.[SEP]x [mask]"
-    ids = tok(text).numpy().tolist()
+    ids = ours_ids(tok, text, path)
     if special_tokens_in_strings:  # as tokenizers
         assert ids == reference("uncased").encode(text, add_special_tokens=False).ids
         assert tok.mask_token_id in ids and tok.sep_token_id in ids
@@ -304,11 +317,12 @@ def test_special_tokens_written_in_text(special_tokens_in_strings):
         assert tok.mask_token_id not in ids and ids.count(tok.token_to_id("[")) == 3
 
 
-def test_words_longer_than_100_characters_are_unknown():
+@pytest.mark.parametrize("path", TOKENIZER_PATHS)
+def test_words_longer_than_100_characters_are_unknown(path):
     tok = tokenizer("cased")
     for word in ("a" * 100, "a" * 101, "é" * 100, "é" * 101, "\U0001d400" * 100, "x" * 1000):
         expected = reference("cased").encode(f"go {word} go", add_special_tokens=False).ids
-        assert tok(f"go {word} go").numpy().tolist() == expected, len(word)
+        assert ours_ids(tok, f"go {word} go", path) == expected, len(word)
 
 
 # --- offsets ----------------------------------------------------------------------------------
@@ -546,3 +560,35 @@ def test_tf_function_and_dataset():
     np.testing.assert_array_equal(function(tf.constant(lines)).numpy(), expected)
     unbatched = [t.numpy().tolist() for t in tf.data.Dataset.from_tensor_slices(lines).map(tok)]
     assert unbatched == tok(lines).to_list()
+
+
+# --- the host path (tokenizers + numpy), as JAX and PyTorch run it ------------------------------
+
+
+def test_host_path_types_byte_offsets_words_and_detokenize_equal_the_graph():
+    tok = tokenizer("uncased")
+    text = "Naïve café in Zürich, 中文字 and 한국 [MASK]."
+    sentences = [["@paulwalk", "It", "'s"], ["protégé", "😂"], []]
+    with tokenizer_path("host"):
+        ids = tok(["Hello world!", ""])
+        assert all(isinstance(r, np.ndarray) and r.dtype == np.int32 for r in ids)
+        host = tok.tokenize_with_offsets(text), tok(sentences), tok(np.array(["x y"]))
+        decoded = tok.detokenize([[101, 7592, 1010, 2088, 999, 102, 0]])
+        single = tok.detokenize(np.array([7592, 2088]))
+    graph = tok.tokenize_with_offsets(text), tok(tf.ragged.constant(sentences)), tok(["x y"])
+    for ours, expected in zip(host, graph, strict=True):
+        assert token_rows(ours) == token_rows(expected)
+    assert decoded == ["hello, world!"] and single == "hello world"
+    with tokenizer_path("host"), pytest.raises(ValueError, match="expects strings"):
+        tok(np.array([1, 2]))
+
+
+def test_host_path_follows_vocabulary_quirks(tmp_path):
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "hello", ""]
+    tokens += ["##s", "the ", "x"]
+    path = tmp_path / "vocab.txt"
+    path.write_bytes("\r\n".join(tokens).encode())
+    tok = BertTokenizer(path)
+    expected = BertWordPieceTokenizer(str(path), lowercase=True)
+    for text in ["hello worlds the x", "hellos", "y"]:
+        assert ours_ids(tok, text, "host") == expected.encode(text, add_special_tokens=False).ids

@@ -19,6 +19,7 @@ from keras_bert_zoo.checkpoints.common import (
     present_groups,
     save_converted,
 )
+from keras_bert_zoo.extras import require_tensorflow
 from keras_bert_zoo.saving.vocabulary import is_uncased
 
 logger = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ def read_google_config(path: Path) -> dict:
 
 def checkpoint_prefix(source: Path) -> Path:
     """`bert_model.ckpt`, the latest checkpoint of a training folder, or the only `*.index`."""
-    import tensorflow as tf  # deferred: only TF1 checkpoints need it; other formats don't
+    tf = require_tensorflow("TF1 checkpoint reading")  # only TF1 checkpoints need it
 
     if (source / "bert_model.ckpt.index").is_file():
         return source / "bert_model.ckpt"
@@ -177,7 +178,7 @@ def checkpoint_prefix(source: Path) -> Path:
 
 def read_checkpoint(prefix: Path) -> dict:
     """`{name: array}` of a TF1 checkpoint, without optimizer slots or `global_step`."""
-    import tensorflow as tf  # deferred: only TF1 checkpoints need it; other formats don't
+    tf = require_tensorflow("TF1 checkpoint reading")  # only TF1 checkpoints need it
 
     try:
         reader = tf.train.load_checkpoint(str(prefix))

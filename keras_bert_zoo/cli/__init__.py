@@ -13,6 +13,7 @@ import threading
 from keras_bert_zoo import console
 from keras_bert_zoo.cli import commands
 from keras_bert_zoo.cli.parser import add_create_pretraining_data_arguments, build_parser
+from keras_bert_zoo.extras import MissingExtraError
 
 __all__ = ["add_create_pretraining_data_arguments", "build_parser", "end_process", "main", "run"]
 
@@ -27,7 +28,7 @@ def main(argv=None) -> int:
         try:
             commands.use_compile_cache(args)
             return args.run(args)
-        except (ValueError, FileNotFoundError) as error:
+        except (ValueError, FileNotFoundError, MissingExtraError) as error:
             print(f"kbz {args.command}: error: {error}", file=sys.stderr)
             return 2
         except OSError as error:
@@ -46,13 +47,15 @@ def end_process(code: int):
     each memory page again: 2 s when the pages are resident, but 13-30 s with the CPU idle
     when the VM's host reclaimed them during training (measured on the project's 2-core VM,
     benchmarks/RESULTS.md); the kernel frees the address space without touching it. Every
-    output is complete by then (files are written by rename), so this flushes the standard
-    streams, waits for threads that are not daemons, runs the `atexit` handlers (logging,
-    TensorFlow, temporary files) as Python's exit would, then calls `os._exit`.
+    output is complete by then (files are written by rename), so this does what Python's exit
+    does before its teardown: `threading._shutdown` (the `concurrent.futures` hooks that wake
+    and end idle pool workers, such as PyTorch's compile pool, then waits for threads that are
+    not daemons), the `atexit` handlers (logging, TensorFlow, temporary files), then it flushes
+    the standard streams and calls `os._exit`.
     """
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # Joining non-daemon threads by hand waited forever on idle executor workers, which only
+    # exit once the executor's shutdown hook (registered with threading) wakes them.
+    threading._shutdown()
     atexit._run_exitfuncs()  # Python's own exit runs them; os._exit does not
     for stream in (sys.stdout, sys.stderr):
         try:

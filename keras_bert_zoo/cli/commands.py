@@ -10,6 +10,7 @@ from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.cli import lora_flags
+from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
 from keras_bert_zoo.cli.finetune_flags import TASK_NAMES
 
 # The tasks `kbz finetune` and `kbz predict` run here (`embed` is in `embed_commands`).
@@ -32,7 +33,9 @@ def _load(module: str):
 
 
 def use_compile_cache(args) -> None:
-    """Before anything compiles: XLA's programs kept on disk (`--compile-cache`)."""
+    """Before anything compiles: `--jit-compile`'s default for the backend, and XLA's programs
+    kept on disk (`--compile-cache`)."""
+    resolve_jit_compile(args)
     if not getattr(args, "jit_compile", False):
         return
     choice = args.compile_cache

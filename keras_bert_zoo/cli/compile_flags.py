@@ -6,7 +6,7 @@ import argparse
 def add_compile_arguments(parser, jit_help: str) -> None:
     """`--jit-compile` and the on-disk cache of its compiled programs, `--compile-cache`."""
     parser.add_argument(
-        "--jit-compile", action=argparse.BooleanOptionalAction, default=True, help=jit_help
+        "--jit-compile", action=argparse.BooleanOptionalAction, default=None, help=jit_help
     )
     parser.add_argument(
         "--compile-cache",
@@ -16,3 +16,13 @@ def add_compile_arguments(parser, jit_help: str) -> None:
         "another seed, kbz predict of the same model again) skips those compiles (default: "
         "$KBZ_COMPILE_CACHE, else ~/.cache/keras_bert_zoo/xla; 'off' to switch it off)",
     )
+
+
+def resolve_jit_compile(args) -> None:
+    """`--jit-compile`'s default for the running backend: on with TensorFlow and JAX (XLA), off
+    with PyTorch, where Keras' `jit_compile` is `torch.compile`: on CPU it compiles C++ for
+    minutes per batch shape (one per length bucket), which cost more than it saved."""
+    if getattr(args, "jit_compile", False) is None:
+        import keras  # the commands with this flag load Keras next anyway
+
+        args.jit_compile = keras.backend.backend() != "torch"

@@ -84,8 +84,8 @@ def _add_training_arguments(parser, learning_rate: float | None = None, batch_si
     parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
     add_compile_arguments(
         parser,
-        "compile training steps with XLA (default: on; --no-jit-compile runs them uncompiled, "
-        "e.g. to debug)",
+        "compile training steps with XLA (default: on, off with KERAS_BACKEND=torch; "
+        "--no-jit-compile runs them uncompiled, e.g. to debug)",
     )
     parser.add_argument(
         "--mixed-precision",

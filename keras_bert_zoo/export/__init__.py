@@ -10,7 +10,34 @@
 >>> kbz.export_onnx(model, "exports/sentiment_onnx", preprocessor=pre, quantize="int8")
 """
 
-from keras_bert_zoo.export.onnx import export_onnx
-from keras_bert_zoo.export.saved_model import export_saved_model
+import logging
 
-__all__ = ["export_onnx", "export_saved_model"]
+import keras
+
+from keras_bert_zoo._lazy import lazy_attributes
+
+# Lazy, so each export's missing TensorFlow error names that export.
+_EXPORTS = {
+    "export_onnx": "keras_bert_zoo.export.onnx",
+    "export_saved_model": "keras_bert_zoo.export.saved_model",
+}
+__all__ = sorted([*_EXPORTS, "export_on_this_backend"])
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+logger = logging.getLogger(__name__)
+
+
+def export_on_this_backend(export: bool, preset_directory) -> bool:
+    """`export`, except when Keras runs off TensorFlow: the string-in SavedModel holds
+    TensorFlow tokenization ops, so TensorFlow builds it. The training runs ask before any
+    work, so a JAX or PyTorch run ends with its preset and a warning saying how to export it,
+    not with an error after training."""
+    if export and keras.backend.backend() != "tensorflow":
+        logger.warning(
+            "The SavedModel export needs KERAS_BACKEND=tensorflow (running on %s): skipped. "
+            "Export the result later with `KERAS_BACKEND=tensorflow kbz export %s DST`, or "
+            "pass --no-export.",
+            keras.backend.backend(),
+            preset_directory,
+        )
+        return False
+    return export

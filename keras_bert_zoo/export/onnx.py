@@ -24,11 +24,14 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from keras_bert_zoo.export.quantization import check_quantize, quantize_onnx
-from keras_bert_zoo.export.serving import task_of
-from keras_bert_zoo.saving.atomic import staged_directory
+from keras_bert_zoo.extras import require_tensorflow
+
+tf = require_tensorflow("ONNX export (tf2onnx)")
+
+from keras_bert_zoo.export.quantization import check_quantize, quantize_onnx  # noqa: E402
+from keras_bert_zoo.export.serving import task_of  # noqa: E402
+from keras_bert_zoo.saving.atomic import staged_directory  # noqa: E402
 
 logger = logging.getLogger(__name__)
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")

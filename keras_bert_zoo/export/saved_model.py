@@ -22,32 +22,22 @@ import logging
 from pathlib import Path
 
 import keras
-import tensorflow as tf
-from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of
-from keras_bert_zoo.saving.atomic import staged_directory
+from keras_bert_zoo.extras import require_tensorflow
+
+tf = require_tensorflow("SavedModel export")
+model_pb2 = require_tensorflow("SavedModel export", "tensorflow_serving.apis.model_pb2")
+predict_pb2 = require_tensorflow("SavedModel export", "tensorflow_serving.apis.predict_pb2")
+prediction_log_pb2 = require_tensorflow(
+    "SavedModel export", "tensorflow_serving.apis.prediction_log_pb2"
+)
+
+from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
+from keras_bert_zoo.saving.atomic import staged_directory  # noqa: E402
 
 logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
 PAIR_TASKS = ("question_answerer",)
-
-
-def export_on_this_backend(export: bool, preset_directory) -> bool:
-    """`export`, except when Keras runs off TensorFlow: the string-in SavedModel holds
-    TensorFlow tokenization ops, so TensorFlow builds it. The training runs ask before any
-    work, so a JAX or PyTorch run ends with its preset and a warning saying how to export it,
-    not with an error after training."""
-    if export and keras.backend.backend() != "tensorflow":
-        logger.warning(
-            "The SavedModel export needs KERAS_BACKEND=tensorflow (running on %s): skipped. "
-            "Export the result later with `KERAS_BACKEND=tensorflow kbz export %s DST`, or "
-            "pass --no-export.",
-            keras.backend.backend(),
-            preset_directory,
-        )
-        return False
-    return export
 
 
 def _version_directory(path, overwrite: bool) -> Path:

@@ -5,7 +5,10 @@ outputs of `serving_default` (see `keras_bert_zoo.export`).
 """
 
 import keras
-import tensorflow as tf
+
+from keras_bert_zoo.extras import require_tensorflow
+
+tf = require_tensorflow("Export for serving (SavedModel, ONNX)")
 
 
 def task_of(model: keras.Model) -> str:

@@ -13,9 +13,9 @@ import logging
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_bert_zoo import data, metrics
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.finetuning.prediction_files import (
     warn_if_all_outside,
     warn_if_collapsed,
@@ -24,6 +24,8 @@ from keras_bert_zoo.finetuning.prediction_files import (
     write_squad,
 )
 from keras_bert_zoo.tasks import classifier_loss, tagger_loss
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,15 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 logger = logging.getLogger(__name__)
 DEFAULT_SEQUENCE_LENGTH = 128

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import keras
 
+from keras_bert_zoo import export as exports
 from keras_bert_zoo.choices import PREDICTION_FILES, finetune_settings
-from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
 from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.jobs.validation import ValidationCallback
@@ -192,7 +192,7 @@ def run_finetune(
     check_lora(lora_rank, lora_alpha, lora_targets)
     check_length("--sequence-length", sequence_length, preset, minimum=8)
     check_minutes(checkpoint_every_minutes)
-    export = export_on_this_backend(export, Path(output) / "preset")
+    export = exports.export_on_this_backend(export, Path(output) / "preset")
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
     preprocessor = BertPreprocessor.from_preset(preset, sequence_length=sequence_length)
@@ -281,7 +281,7 @@ def run_finetune(
         save_model_file(model, output / "model.keras")
         save_preset(model, output / "preset", overwrite=True)
         if export:
-            export_saved_model(
+            exports.export_saved_model(
                 model, output / "export" / "1", preprocessor=preprocessor, overwrite=True
             )
         run.complete(results)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import tensorflow as tf
 
+from keras_bert_zoo import export as exports
 from keras_bert_zoo.choices import finetune_settings
-from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.jobs.embed import embed_texts, load_embedder, read_lines, recall_at_k
 from keras_bert_zoo.jobs.finetune import check_lora, write_lora_outputs
 from keras_bert_zoo.jobs.rundir import RunDirectory
@@ -30,6 +30,8 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 logger = logging.getLogger(__name__)
 HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
@@ -169,7 +171,7 @@ def run_finetune_embed(
             "distinct texts. Lower --batch-size or add pairs."
         )
     output = Path(output)
-    export = export_on_this_backend(export, output / "preset")
+    export = exports.export_on_this_backend(export, output / "preset")
     settings = dict(
         preset=str(preset), epochs=epochs, batch_size=batch_size, scale=scale, seed=seed,
         sequence_length=sequence_length, learning_rate=learning_rate,
@@ -218,7 +220,7 @@ def run_finetune_embed(
         embedder = write_lora_outputs(embedder, lora_rank, output)
         save_preset(embedder, output / "preset", overwrite=True)
         if export:
-            export_saved_model(
+            exports.export_saved_model(
                 embedder, output / "export" / "1", preprocessor=preprocessor, overwrite=True
             )
         write_json(output / "metrics.json", metrics)

@@ -1,6 +1,10 @@
-"""BERT tokenization as Keras layers of TensorFlow ops: identical ids to the original BERT.
+"""BERT tokenization as Keras layers: identical ids to the original BERT, with or without
+TensorFlow.
 
-- `tokenizer`: `BertTokenizer`, WordPiece with offsets (ids equal `tokenizers`' on any text);
+- `tokenizer`: `BertTokenizer`, WordPiece with offsets (ids equal `tokenizers`' on any text),
+  and `uses_graph`, which picks the implementation;
+- `graph`: the TensorFlow ops (tf.data, SavedModels, the TensorFlow backend);
+- `host`: Hugging Face `tokenizers` + numpy (JAX, PyTorch, no TensorFlow installed);
 - `preprocessor`: `BertPreprocessor`, packing one or two segments for the encoder;
 - `normalization`: BERT's text cleaning and pre-tokenization on code points, with the
   per-character tables in `_unicode_tables` (generated from `tokenizers` itself).

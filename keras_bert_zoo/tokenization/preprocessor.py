@@ -2,19 +2,20 @@
 
 Tokenizes one or two segments with a `BertTokenizer` and packs them as BERT did:
 `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated like google-research/bert's
-`truncate_seq_pair`, right-padded to a fixed length. The packer is written with core
-TensorFlow ops rather than tf-text's `RoundRobinTrimmer`, whose op stock TF Serving cannot
-load, so exported string signatures serve anywhere.
+`truncate_seq_pair`, right-padded to a fixed length. Like the tokenizer it runs as TensorFlow
+ops (`graph.pack_segments`: core ops rather than tf-text's `RoundRobinTrimmer`, whose op stock
+TF Serving cannot load) or, off TensorFlow, in numpy (`host.pack`): same ids, int32 arrays.
 
 >>> pre = BertPreprocessor.from_preset("bert_base_en_uncased", sequence_length=128)
 >>> pre((questions, passages))                 # token_ids, segment_ids, padding_mask
 """
 
 import keras
-import tensorflow as tf
+import numpy as np
 
 from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.tokenization.compiled import compiled_call
+from keras_bert_zoo.tokenization import host
+from keras_bert_zoo.tokenization import tokenizer as wordpiece
 from keras_bert_zoo.tokenization.tokenizer import BertTokenizer
 
 
@@ -75,62 +76,28 @@ class BertPreprocessor(keras.layers.Layer):
                 "sequence_length >= 3. Received: "
                 f"{len(segments)} segments, sequence_length={self.sequence_length}."
             )
-        segments = [s if isinstance(s, tf.Tensor) else tf.convert_to_tensor(s) for s in segments]
-        if any(s.dtype != tf.string for s in segments):
-            raise ValueError(
-                "BertPreprocessor expects strings (tf.string). Received: dtypes "
-                f"{[s.dtype.name for s in segments]}."
-            )
-        ranks = {s.shape.rank for s in segments}
-        sizes = {s.shape[0] for s in segments if s.shape.rank == 1 and s.shape[0] is not None}
-        if ranks not in ({0}, {1}) or len(sizes) > 1:
-            raise ValueError(
-                "Segments must all be strings (rank 0) or all batches (rank 1) of "
-                f"one size. Received: shapes {[s.shape for s in segments]}."
-            )
-        if ranks == {0}:
-            outputs = self.call(tuple(s[None] for s in segments))
-            return {key: value[0] for key, value in outputs.items()}
-        return compiled_call(self, len(segments), self._pack, *segments)
+        if wordpiece.uses_graph(*segments):  # one switch for the tokenizer and the packer
+            return wordpiece.graph.pack_segments(self, segments)
+        return self._pack_on_host(segments)
 
-    def _pack(self, *segments):
-        count, length = len(segments), self.sequence_length
-        ids = self.tokenizer(tf.concat(segments, 0))  # one tokenizer graph for both segments
-        values = tf.concat([ids.values, [0]], 0)  # never empty
-        starts = tf.reshape(tf.cast(ids.row_starts(), tf.int32), [count, -1])
-        lengths = tf.reshape(tf.cast(ids.row_lengths(), tf.int32), [count, -1])
-        # BERT's truncate_seq_pair (pop from the longer segment, the second on ties) in closed
-        # form. Written by hand: keras-hub's MultiSegmentPacker and tf_text's RoundRobinTrimmer
-        # keep the same tokens but run the TFText>RoundRobinTrim op (tensorflow-text >= 2.16),
-        # which stock TF Serving (built with tensorflow-text 2.12) cannot load.
-        budget = length - 1 - count
-        if count == 1:
-            keep = [tf.minimum(lengths[0], budget)]
-        else:
-            second = tf.minimum(lengths[1], tf.maximum(budget - lengths[0], budget // 2))
-            keep = [tf.minimum(lengths[0], budget - second), second]
-        # Fill [batch, sequence_length] by position: [CLS] A [SEP] (B [SEP]) [PAD]...
-        position = tf.range(length)[None, :]
-        token_ids = tf.where(
-            position == 0, self.tokenizer.cls_token_id, self.tokenizer.pad_token_id
-        )
-        segment_ids = tf.zeros_like(position)
-        begin = tf.ones_like(keep[0])[:, None]  # where the segment's first token goes
-        for index in range(count):
-            end = begin + keep[index][:, None]
-            inside = (position >= begin) & (position < end)
-            source = tf.clip_by_value(
-                starts[index][:, None] + position - begin, 0, tf.size(values) - 1
+    def _pack_on_host(self, segments):
+        single = [isinstance(s, (str, bytes)) or np.ndim(s) == 0 for s in segments]
+        if any(single) and not all(single):
+            raise ValueError(
+                "Segments must all be strings (rank 0) or all batches (rank 1) of one size. "
+                f"Received: types {[type(s).__name__ for s in segments]}."
             )
-            token_ids = tf.where(inside, tf.gather(values, source), token_ids)
-            token_ids = tf.where(position == end, self.tokenizer.sep_token_id, token_ids)
-            segment_ids += tf.cast((position >= begin) & (position <= end), tf.int32) * index
-            begin = end + 1
-        return {
-            "token_ids": token_ids,
-            "segment_ids": segment_ids,
-            "padding_mask": tf.cast(position < begin, tf.int32),
-        }
+        if all(single):
+            outputs = self._pack_on_host([[s] for s in segments])
+            return {key: value[0] for key, value in outputs.items()}
+        ids = [self.tokenizer(list(s)) for s in segments]
+        if len({len(i) for i in ids}) > 1:
+            raise ValueError(
+                "Segments must all be batches of one size. Received: sizes "
+                f"{[len(i) for i in ids]}."
+            )
+        t = self.tokenizer
+        return host.pack(ids, self.sequence_length, t.cls_token_id, t.sep_token_id, t.pad_token_id)
 
     def get_config(self):
         config = super().get_config()

@@ -1,9 +1,7 @@
-"""BERT WordPiece tokenizer and input packer: Keras layers made of TensorFlow ops.
+"""BERT WordPiece tokenizer: a Keras layer with two implementations of the same ids.
 
 >>> tok = BertTokenizer.from_preset("bert_base_en_uncased")
->>> tok(["Hello world!"])                      # ragged int32 ids, no special tokens
->>> pre = BertPreprocessor.from_preset("bert_base_en_uncased", sequence_length=128)
->>> pre((questions, passages))                 # token_ids, segment_ids, padding_mask
+>>> tok(["Hello world!"])                      # ids without special tokens, one row per text
 
 Ids and offsets equal those of the original BERT tokenization as `tokenizers` implements it
 (`BertWordPieceTokenizer(vocabulary, lowercase=L)`) on any text, with no known difference: see
@@ -12,44 +10,46 @@ the evidence. Like `tokenizers`, special tokens written in the text ("[MASK]") b
 ids; Google's original code reads them as plain text: `special_tokens_in_strings=False`
 (advisable for untrusted text, which could otherwise insert [SEP]).
 
-Both layers run eagerly, in `tf.data` and in exported SavedModels (no `tf.py_function`). Their
-graphs hold core TensorFlow ops (UnicodeDecodeWithOffsets, UnicodeEncode, LowerBound,
-UpperBound, TopKV2, If, RaggedGather, RaggedRange, RaggedTensorToTensor and basic math, logic
-and shape ops) and one tensorflow-text op, FastWordpieceTokenizeWithOffsets (tensorflow-text
->= 2.7, which TF Serving includes); a Python server must `import tensorflow_text` first.
+Which implementation runs (`uses_graph`):
+- TensorFlow ops (`graph.py`: ragged int32 tensors) for TensorFlow inputs (tf.data,
+  tf.function, SavedModel export; no `tf.py_function`) and for every input when Keras runs on
+  TensorFlow;
+- Hugging Face `tokenizers` and numpy (`host.py`: int32 arrays, lists of them for batches)
+  for Python and numpy strings when Keras runs on JAX or PyTorch, and always where TensorFlow
+  or tensorflow-text is not installed (the base install).
 
 Invalid UTF-8 is read as U+FFFD, which BERT's cleaning drops (like `bytes.decode("utf-8",
 "replace")` before `tokenizers`). Empty or blank text gives no tokens, so `[CLS] [SEP]` packed.
 """
 
 import os
-import re
+import sys
 
 import keras
-import tensorflow as tf
-import tensorflow_text as tf_text
 
+from keras_bert_zoo.extras import require_tensorflow, tensorflow_installed
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
-from keras_bert_zoo.tokenization.compiled import compiled_call
-from keras_bert_zoo.tokenization.normalization import split_words
+from keras_bert_zoo.tokenization.host import HostWordPiece
+
+# With TensorFlow installed its graph serves tf.data and SavedModels on every backend.
+if tensorflow_installed():
+    from keras_bert_zoo.tokenization import graph
+else:
+    graph = None
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-MAX_INPUT_CHARS_PER_WORD = 100  # longer words are [UNK], as in BERT
-# tokenizers' WordPiece decoder cleanup, applied to each token in this order.
-_CLEANUP = (
-    (" .", "."),
-    (" ?", "?"),
-    (" !", "!"),
-    (" ,", ","),
-    (" ' ", "'"),
-    (" n't", "n't"),
-    (" 'm", "'m"),
-    (" do not", " don't"),
-    (" 's", "'s"),
-    (" 've", "'ve"),
-    (" 're", "'re"),
-)
+
+
+def uses_graph(*inputs) -> bool:
+    """Whether the TensorFlow graph tokenizes `inputs` (else `tokenizers` and numpy): for
+    TensorFlow tensors (tf.data, tf.function) and whenever Keras runs on TensorFlow."""
+    tf = sys.modules.get("tensorflow")  # a TensorFlow tensor means TensorFlow is imported
+    if tf is not None and any(isinstance(x, (tf.Tensor, tf.RaggedTensor)) for x in inputs):
+        if graph is None:
+            require_tensorflow("Tokenizing TensorFlow tensors", "tensorflow_text")
+        return True
+    return graph is not None and keras.backend.backend() == "tensorflow"
 
 
 def _vocabulary_source(vocabulary, tokens):
@@ -88,12 +88,14 @@ class BertTokenizer(keras.layers.Layer):
 
     Calling it maps a string to a 1-D tensor of ids, a batch [batch] to a ragged
     [batch, (tokens)], and pre-split words [batch, (words)] (ragged or dense) to
-    [batch, (words), (pieces)], which aligns word-level labels (NER) to sub-words.
+    [batch, (words), (pieces)], which aligns word-level labels (NER) to sub-words. Off
+    TensorFlow (see `uses_graph`) the same ids come as an int32 array, a list of arrays and a
+    list of lists of arrays.
     """
 
     def __init__(self, vocabulary, lowercase=True, special_tokens_in_strings=True, **kwargs):
         super().__init__(**kwargs)
-        self._convert_input_args = False  # strings stay tf tensors
+        self._convert_input_args = False  # strings stay strings (tf or numpy)
         self._allow_non_tensor_positional_args = True  # Python strings and lists
         self.built = True
         tokens = load_vocabulary(vocabulary)
@@ -115,21 +117,22 @@ class BertTokenizer(keras.layers.Layer):
             self.sep_token_id,
             self.mask_token_id,
         ) = (self._token_to_id[t] for t in SPECIAL_TOKENS)
-        # FastWordpiece needs unique, non-empty tokens; entries no word can match keep the ids
-        # of duplicates (the last one wins, as in tokenizers) and of empty lines.
-        matchable = [
-            t if t and self._token_to_id[t] == i and t.strip() == t else f" {i}"
-            for i, t in enumerate(tokens)
-        ]
-        self._wordpiece = tf_text.FastWordpieceTokenizer(
-            matchable,
-            token_out_type=tf.int32,
-            unknown_token="[UNK]",
-            no_pretokenization=True,
-            max_bytes_per_word=4 * MAX_INPUT_CHARS_PER_WORD,
-            support_detokenization=False,
-        )
-        self._special_ids = tf.constant([self._token_to_id[t] for t in SPECIAL_TOKENS])
+
+    def special_token_ids(self) -> list:
+        """Ids of [PAD], [UNK], [CLS], [SEP], [MASK], in that order."""
+        return [self._token_to_id[t] for t in SPECIAL_TOKENS]
+
+    def specials_in_text(self) -> tuple:
+        """The special tokens read as such when written in the text."""
+        return SPECIAL_TOKENS if self.special_tokens_in_strings else ()
+
+    def _implementation(self, *inputs):
+        """The graph or host tokenizer for `inputs`, built on first use (untracked)."""
+        on_graph = uses_graph(*inputs)
+        key = "_graph_wordpiece" if on_graph else "_host_wordpiece"
+        if key not in self.__dict__:
+            self.__dict__[key] = (graph.GraphWordPiece if on_graph else HostWordPiece)(self)
+        return self.__dict__[key]
 
     @classmethod
     def from_preset(cls, name_or_dir, **kwargs):
@@ -153,7 +156,7 @@ class BertTokenizer(keras.layers.Layer):
         return self._token_to_id[token]
 
     def call(self, inputs):
-        return self._apply(inputs, offsets=None)[0]
+        return self._implementation(inputs).apply(inputs, offsets=None)[0]
 
     def tokenize(self, inputs):
         return self(inputs)
@@ -166,126 +169,14 @@ class BertTokenizer(keras.layers.Layer):
         pre-split words [batch, (words)], spans are into each word."""
         if unit not in ("byte", "char"):
             raise ValueError(f"`unit` must be 'byte' or 'char'. Received: unit={unit!r}")
-        return self._apply(inputs, offsets=unit)
-
-    def _apply(self, inputs, offsets):
-        if not isinstance(inputs, (tf.Tensor, tf.RaggedTensor)):
-            inputs = tf.convert_to_tensor(inputs)
-        if inputs.dtype != tf.string:
-            raise ValueError(
-                "BertTokenizer expects strings (tf.string). Received: inputs with "
-                f"dtype {inputs.dtype.name}."
-            )
-        rank = inputs.shape.rank
-
-        def tokenize(texts):
-            return self._tokenize(texts, offsets)
-
-        if rank == 0:
-            return tuple(t[0] for t in compiled_call(self, offsets, tokenize, inputs[None]))
-        if rank == 1:
-            return compiled_call(self, offsets, tokenize, inputs)
-        if rank == 2:  # pre-split words: [batch, (words)] -> [batch, (words), (pieces)]
-            if isinstance(inputs, tf.Tensor):
-                inputs = tf.RaggedTensor.from_tensor(inputs)
-            outputs = compiled_call(self, offsets, tokenize, inputs.values)
-            return tuple(inputs.with_values(t) for t in outputs)
-        raise ValueError(
-            "BertTokenizer expects a string, a batch [batch] of strings or pre-split "
-            f"words [batch, (words)]. Received: inputs of shape {inputs.shape}."
-        )
-
-    def _tokenize(self, texts, offsets):
-        specials = SPECIAL_TOKENS if self.special_tokens_in_strings else ()
-        info = split_words(texts, self.lowercase, specials)
-        words, chars = info["words"], info["code_points"]
-        if offsets:
-            ids, begins, ends = self._wordpiece.tokenize_with_offsets(words.values)
-        else:
-            ids = self._wordpiece.tokenize(words.values)
-        # Words longer than 100 characters become [UNK] (FastWordpiece counts bytes, not
-        # characters); special tokens matched in the text become their id.
-        special = info["special"]
-        single = (chars.row_lengths() > MAX_INPUT_CHARS_PER_WORD) | (special >= 0)
-        single_id = tf.where(
-            special >= 0, tf.gather(self._special_ids, tf.maximum(special, 0)), self.unk_token_id
-        )
-        # Where each piece and each single word's token lands in the flat output.
-        piece_word = ids.value_rowids()
-        kept = ~tf.gather(single, piece_word)
-        lengths = tf.where(single, tf.constant(1, tf.int64), ids.row_lengths())
-        splits = tf.concat([[0], tf.cumsum(lengths)], 0)
-        shift = tf.gather(splits[:-1] - ids.row_starts(), piece_word)
-        positions = [
-            tf.cast(
-                tf.boolean_mask(tf.range(tf.size(piece_word, tf.int64)) + shift, kept), tf.int32
-            ),
-            tf.cast(tf.boolean_mask(splits[:-1], single), tf.int32),
-        ]
-
-        def assemble(piece_values, single_values):
-            values = tf.dynamic_stitch(
-                positions,
-                [tf.boolean_mask(piece_values, kept), tf.boolean_mask(single_values, single)],
-            )
-            return tf.RaggedTensor.from_row_splits(
-                values, tf.gather(splits, words.row_splits), validate=False
-            )
-
-        if not offsets:
-            return (assemble(ids.values, single_id),)
-        # Map each piece's byte span inside its word to the first and last character it covers.
-        code_points = chars.values
-        utf8_lengths = 1 + tf.add_n(
-            [tf.cast(code_points >= b, tf.int64) for b in (0x80, 0x800, 0x10000)]
-        )
-        char_bytes = tf.cumsum(utf8_lengths, exclusive=True)
-        base = tf.gather(tf.gather(char_bytes, chars.row_starts()), piece_word)
-        first = tf.searchsorted(char_bytes, base + tf.cast(begins.values, tf.int64))
-        last = tf.searchsorted(char_bytes, base + tf.cast(ends.values, tf.int64)) - 1
-        prefix = "" if offsets == "byte" else "char_"
-        outputs = [assemble(ids.values, single_id)]
-        for key, index, word_index in (
-            ("start", first, chars.row_starts()),
-            ("end", last, chars.row_limits() - 1),
-        ):
-            values = info[prefix + key].values
-            outputs.append(assemble(tf.gather(values, index), tf.gather(values, word_index)))
-        return tuple(outputs)
+        return self._implementation(inputs).apply(inputs, offsets=unit)
 
     def detokenize(self, ids, skip_special_tokens=True):
         """Ids [tokens] or [batch, (tokens)] (ragged or dense, e.g. packed `token_ids`) back to
         text, as `tokenizers`' `decode`: "##" pieces glued to the previous token, other tokens
-        space-separated, its punctuation cleanup, and special tokens (with [UNK]) skipped."""
-        ids = ids if isinstance(ids, tf.RaggedTensor) else tf.convert_to_tensor(ids)
-        rank = ids.shape.rank
-        if rank == 1:
-            return self.detokenize(ids[None], skip_special_tokens)[0]
-        if rank != 2:
-            raise ValueError(f"`ids` must have rank 1 or 2. Received: ids of shape {ids.shape}.")
-        key = ("detokenize", skip_special_tokens, isinstance(ids, tf.Tensor))
-        return compiled_call(self, key, lambda x: self._detokenize(x, skip_special_tokens), ids)
-
-    def _detokenize(self, ids, skip_special_tokens):
-        if isinstance(ids, tf.Tensor):
-            ids = tf.RaggedTensor.from_tensor(ids)
-        ids = tf.cast(ids, tf.int32)
-        if skip_special_tokens:
-            special = tf.reduce_any(ids.values[:, None] == self._special_ids[None, :], axis=1)
-            ids = tf.ragged.boolean_mask(ids, ids.with_values(~special))
-        tokens = tf.gather(tf.constant(self.vocabulary), ids.values)
-        first = tf.range(tf.size(tokens, tf.int64)) == tf.gather(
-            ids.row_starts(), ids.value_rowids()
-        )
-        suffix = tf.strings.regex_full_match(tokens, "##.*") & ~first
-        tokens = tf.where(
-            suffix,
-            tf.strings.regex_replace(tokens, "^##", ""),
-            tf.where(first, tokens, tf.strings.join([" ", tokens])),
-        )
-        for old, new in _CLEANUP:
-            tokens = tf.strings.regex_replace(tokens, re.escape(old), new)
-        return tf.strings.reduce_join(ids.with_values(tokens), axis=-1)
+        space-separated, its punctuation cleanup, and special tokens (with [UNK]) skipped.
+        A tf.string tensor from the graph, a `str` (one row) or list of `str` off it."""
+        return self._implementation(ids).detokenize(ids, skip_special_tokens)
 
     def get_config(self):
         config = super().get_config()

@@ -39,7 +39,10 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 SMALLEST_BUCKET = 16
 

@@ -15,9 +15,11 @@ the loss is logged (metrics are computed after training, on validation data).
 """
 
 import keras
-import tensorflow as tf
 
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
+from keras_bert_zoo.extras import require_tensorflow
+
+tf = require_tensorflow("tf.distribute strategies")
 
 
 def set_precision(precision: str) -> None:

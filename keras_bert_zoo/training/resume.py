@@ -17,10 +17,12 @@ import logging
 import math
 
 import keras
-import tensorflow as tf
 
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE, ResumeCheckpoint, restore
 from keras_bert_zoo.training.distributed import StrategyTrainer
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 __all__ = ["STATE_FILE", "ResumeCheckpoint", "fit_resumable", "interval_sizes", "restore"]
 logger = logging.getLogger(__name__)

@@ -24,10 +24,12 @@ batches an uninterrupted stream gives there, without producing the ones before (
 """
 
 import numpy as np
-import tensorflow as tf
 
 from keras_bert_zoo.data.pretraining import text
 from keras_bert_zoo.data.pretraining.records import feature_spec
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 _FOREVER = 2**62  # passes of an endless stream
 

@@ -17,13 +17,15 @@ document order plus a 10,000-instance shuffle buffer, whose state depended on hi
 import itertools
 
 import numpy as np
-import tensorflow as tf
 
 from keras_bert_zoo.data.pretraining import instances as data
 from keras_bert_zoo.data.pretraining import text
 from keras_bert_zoo.data.pretraining.datasets import batches, locate, stream_seed
 from keras_bert_zoo.data.pretraining.records import feature_spec, instance_features
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 _BLOCK = 256  # instances per generator yield: far fewer Python -> tf.data crossings
 

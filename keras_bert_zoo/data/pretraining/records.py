@@ -15,12 +15,14 @@ import os
 import re
 
 import numpy as np
-import tensorflow as tf
 from tqdm.auto import tqdm
 
 from keras_bert_zoo.data.pretraining import instances as data
 from keras_bert_zoo.data.pretraining import text
+from keras_bert_zoo.extras import require_tensorflow
 from keras_bert_zoo.saving.atomic import fsync_path
+
+tf = require_tensorflow("TFRecord pretraining data")
 
 logger = logging.getLogger(__name__)
 

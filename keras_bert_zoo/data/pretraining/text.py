@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 from tqdm.auto import tqdm
 
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.vocabulary import is_uncased, load_vocabulary
 from keras_bert_zoo.tokenization import BertTokenizer
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
 
 logger = logging.getLogger(__name__)
 
