@@ -11,27 +11,30 @@ import sys
 import threading
 
 from keras_bert_zoo import console
-from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli import commands, messages
 from keras_bert_zoo.cli.parser import add_create_pretraining_data_arguments, build_parser
 
 __all__ = ["add_create_pretraining_data_arguments", "build_parser", "end_process", "main", "run"]
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    console.show_status()
+    flags = messages.command_flags(parser, args.command)
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
             commands.use_compile_cache(args)
             return args.run(args)
-        except (ValueError, FileNotFoundError) as error:
-            print(f"kbz {args.command}: error: {error}", file=sys.stderr)
+        except (ValueError, *messages.PATH_ERRORS) as error:
+            print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
             return 2
         except OSError as error:
-            print(f"kbz {args.command}: error: {error}", file=sys.stderr)
+            print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             print(f"\nkbz {args.command}: {commands.interrupted(args)}", file=sys.stderr)

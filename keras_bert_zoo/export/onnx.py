@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.export.quantization import check_quantize, quantize_onnx
 from keras_bert_zoo.export.serving import task_of
-from keras_bert_zoo.saving.atomic import staged_directory
+from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory
 
 logger = logging.getLogger(__name__)
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
@@ -74,9 +74,9 @@ def _check_path(path, overwrite: bool) -> Path:
             f"The ONNX export path is a directory (it holds {MODEL_FILE}, {VOCABULARY_FILE} "
             f"and {CONFIG_FILE}). Received: {path}; pass e.g. {path.with_suffix('')}"
         )
-    if path.exists() and not overwrite:
-        raise ValueError(f"{path} already exists. Choose a new directory or pass overwrite=True.")
-    return path
+    return check_replaceable(
+        path, {MODEL_FILE, CONFIG_FILE, VOCABULARY_FILE}, overwrite, "an ONNX export"
+    )
 
 
 def _sidecar(model, task, preprocessor, output_names, quantize) -> dict:

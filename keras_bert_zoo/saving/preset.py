@@ -153,7 +153,7 @@ def check_new_directory(directory, overwrite: bool) -> Path:
     if directory.exists() and not overwrite:
         raise ValueError(
             f"{directory} already exists. Choose a new directory, or pass "
-            "overwrite=True (--overwrite on the command line) to replace it."
+            "overwrite=True to replace it."
         )
     return directory
 
