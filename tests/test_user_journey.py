@@ -144,6 +144,17 @@ def test_export_refuses_a_folder_of_foreign_files_naming_them(
     assert main([*command, "--overwrite"]) == 0  # every file it wrote is its own
 
 
+def test_convert_overwrite_replaces_its_own_output_only(tiny_preset, tmp_path, capsys):
+    command = ["convert", str(tiny_preset), str(tmp_path / "hf"), "--to", "huggingface"]
+    assert main(command) == 0
+    assert main(command) == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert main([*command, "--overwrite"]) == 0  # every file it wrote is its own
+    (tmp_path / "hf" / "notes.txt").write_text("mine")
+    assert main([*command, "--overwrite"]) == 2
+    assert "holds files kbz did not write (notes.txt)" in capsys.readouterr().err
+    assert (tmp_path / "hf" / "notes.txt").read_text() == "mine"
+
+
 # --- 5, 11: resumes say so; pretraining counts steps; logs get plain lines ---------------
 
 
