@@ -1,7 +1,8 @@
 """The `kbz` command line: `parser` holds every flag, `commands` every action and print.
 
 The parser imports nothing heavy; unless `--verbose` is given, TensorFlow's C++ log lines
-are filtered from the terminal (`keras_bert_zoo.console`).
+are filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
+command's flags (`messages`), exit status 2 for bad input, 1 for other system errors.
 """
 
 import atexit
