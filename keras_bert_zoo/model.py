@@ -138,8 +138,9 @@ class BertModel(keras.Model):
 
         Without a distribution strategy Keras' TensorFlow trainer builds the optimizer inside
         the first trace of the train step, and a `tf.function` whose first trace creates
-        variables is traced a second time: about 4 s of Python for a 6-layer model, paid on
-        every run's first step (benchmarks/RESULTS.md). `fit` and `train_on_batch` call this.
+        variables is traced a second time, which doubles the Python tracing of every run's
+        first step (one of the costs in benchmarks/RESULTS.md, "Fixed costs of a fine-tuning
+        run"). `fit` and `train_on_batch` call this.
         """
         optimizer = getattr(self, "optimizer", None)
         if optimizer is None or optimizer.built:

@@ -1,4 +1,4 @@
-"""The package's shape: imports run one way, no cycles, small modules, a lazy top level.
+"""The package's shape: imports run one way, no cycles, short modules, a lazy top level.
 
 The import graph is read from the source with `ast` (module-level and function-level
 imports alike), so a cycle hidden inside a function still fails here.
@@ -8,9 +8,8 @@ import ast
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "keras_bert_zoo"
 # Lowest first. A module may import modules of its own rank or below, never above.
@@ -29,6 +28,8 @@ RANKS = [
     {"cli"},
 ]
 MAX_LINES = 300
+HARD_MAX_LINES = 450
+CLI = "keras_bert_zoo.cli"
 GENERATED = {"keras_bert_zoo.tokenization._unicode_tables"}
 
 
@@ -114,6 +115,8 @@ def test_imports_never_climb_to_a_higher_layer():
 
 
 def test_function_level_imports_are_rare_and_give_a_reason():
+    """Only a command of the CLI imports its job inside a function (so `kbz --help` stays
+    instant); every function-level import says why in a comment on its line."""
     problems = []
     for name, path in MODULES.items():
         lines = path.read_text().splitlines()
@@ -124,14 +127,23 @@ def test_function_level_imports_are_rare_and_give_a_reason():
             for node in ast.walk(fn):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     text = lines[node.lineno - 1]
-                    if "keras_bert_zoo" in text or "#" not in text:
+                    package = "keras_bert_zoo" in text and not name.startswith(CLI)
+                    if package or "#" not in text:
                         problems.append(f"{name}:{node.lineno}: {text.strip()}")
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", sorted(set(MODULES) - GENERATED))
-def test_modules_stay_small(name):
-    assert len(MODULES[name].read_text().splitlines()) <= MAX_LINES
+def test_modules_stay_readable():
+    """Over MAX_LINES a module gets a warning (split it by concept, never by size); over
+    HARD_MAX_LINES it fails: one file then holds several concepts."""
+    too_long = []
+    for name in sorted(set(MODULES) - GENERATED):
+        lines = len(MODULES[name].read_text().splitlines())
+        if lines > HARD_MAX_LINES:
+            too_long.append(f"{name}: {lines} lines")
+        elif lines > MAX_LINES:
+            warnings.warn(f"{name} has {lines} lines (guidance: {MAX_LINES})", stacklevel=1)
+    assert not too_long, "\n".join(too_long)
 
 
 def _python(code: str, **env) -> str:

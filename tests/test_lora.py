@@ -14,8 +14,8 @@ import keras_bert_zoo as kbz
 from keras_bert_zoo import lora
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.jobs import finetune as runs
-from keras_bert_zoo.training.checkpoint_files import load_weights_file, write_arrays
 from keras_bert_zoo.jobs.validation import ValidationCallback
+from keras_bert_zoo.training.checkpoint_files import load_weights_file, write_arrays
 
 DATA = Path(__file__).parent / "data" / "finetune"
 

@@ -4,7 +4,6 @@ with TFRecord input; the same command then ends with an uninterrupted run's weig
 
 import itertools
 import json
-import os
 import random
 import signal
 import subprocess
@@ -20,8 +19,8 @@ from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.presets import builtin_presets_dir
 from keras_bert_zoo.jobs import pretrain as pretrain_runs
+from keras_bert_zoo.presets import builtin_presets_dir
 from keras_bert_zoo.training import checkpoint_files
 
 DATA = Path(__file__).parent / "data" / "pretraining"
@@ -105,11 +104,27 @@ def test_checkpoint_every_minutes_must_be_positive(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def _command(records: Path, output: Path, steps: int) -> list:
+# `kbz` in a child process whose checkpoint writes hold 30 s after the weights are written
+# to their temporary file (before the rename), so a test can kill the process inside a write.
+PAUSED_KBZ = """
+import sys, time, keras
+from keras_bert_zoo import cli
+save_weights = keras.Model.save_weights
+def paused(self, path, *args, **kwargs):
+    save_weights(self, path, *args, **kwargs)
+    if "/.ckpt-" in str(path):
+        time.sleep(30)
+keras.Model.save_weights = paused
+sys.argv[0] = "kbz"
+cli.run()
+"""
+
+
+def _command(records: Path, output: Path, steps: int, paused: bool = False) -> list:
+    start = ["-c", PAUSED_KBZ] if paused else ["-m", "keras_bert_zoo.cli"]
     return [
         sys.executable,
-        "-m",
-        "keras_bert_zoo.cli",
+        *start,
         "pretrain",
         "--preset",
         "bert_tiny_en_uncased",
@@ -155,9 +170,7 @@ def _kill_during_a_checkpoint_write(command, output) -> int:
     one it writes after the newest checkpoint: returns the newest intact step and the
     half-written files left behind."""
     before = _newest_step(output)
-    env = {**os.environ, "KBZ_TEST_PAUSE_IN_CHECKPOINT_WRITE": "30"}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     staged = lambda: list((output / "checkpoints").glob(".ckpt-*.weights.h5*"))  # noqa: E731
     assert _wait_for(staged, process), "no checkpoint write started"
     process.send_signal(signal.SIGKILL)
@@ -219,11 +232,12 @@ def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(
     )
     output = tmp_path / "killed"
     command = _command(records, output, steps)
-    first, left = _kill_during_a_checkpoint_write(command, output)  # the very first write
+    paused = _command(records, output, steps, paused=True)
+    first, left = _kill_during_a_checkpoint_write(paused, output)  # the very first write
     progress = [
         first,
         _kill_at_a_random_moment(command, output, rng),
-        _kill_during_a_checkpoint_write(command, output)[0],
+        _kill_during_a_checkpoint_write(paused, output)[0],
         _kill_at_a_random_moment(command, output, rng),
     ]
     assert progress[0] == 0 and 0 < progress[1] <= progress[2] < progress[3] < steps

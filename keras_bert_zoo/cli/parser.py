@@ -59,23 +59,48 @@ def _add_training_arguments(parser, learning_rate: float | None = None, batch_si
     if learning_rate is None:
         add_finetune_hyperparameters(parser)
     else:
-        parser.add_argument("--batch-size", type=int, default=batch_size)
+        parser.add_argument(
+            "--batch-size", type=int, default=batch_size, help="training examples per step"
+        )
         parser.add_argument(
             "--learning-rate",
             type=float,
             default=learning_rate,
             help="peak learning rate of the warmup + linear-decay schedule",
         )
-        parser.add_argument("--warmup-fraction", type=float, default=0.1)
-    parser.add_argument("--strategy", choices=STRATEGIES, default="none")
+        parser.add_argument(
+            "--warmup-fraction",
+            type=float,
+            default=0.1,
+            help="share of the steps that warm the learning rate up (default: 0.1)",
+        )
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="none",
+        help="tf.distribute strategy: none (one device, default), mirrored (every local "
+        "GPU), multi-worker (TF_CONFIG's workers), tpu (with --tpu)",
+    )
     parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
     add_compile_arguments(
         parser,
         "compile training steps with XLA (default: on; --no-jit-compile runs them uncompiled, "
         "e.g. to debug)",
     )
-    parser.add_argument("--mixed-precision", choices=PRECISIONS, default="float32")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--mixed-precision",
+        choices=PRECISIONS,
+        default="float32",
+        help="Keras dtype policy: float32 (default), mixed_bfloat16 (TPU, recent GPUs), "
+        "mixed_float16 (GPUs; loss scaling on)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the new head, dropout and the batch order: the same seed and data give "
+        "the same run (default: 0)",
+    )
     add_checkpoint_arguments(parser)
     parser.add_argument(
         "--overwrite",
@@ -143,10 +168,27 @@ def _add_pretrain(subcommands) -> None:
         default=1000,
         help="batches to train on (optimizer updates x accumulation steps)",
     )
-    pretrain.add_argument("--max-seq-length", type=int, default=128)
-    pretrain.add_argument("--max-predictions-per-seq", type=int, default=20)
-    pretrain.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
-    pretrain.add_argument("--gradient-accumulation-steps", type=int, default=None)
+    pretrain.add_argument(
+        "--max-seq-length", type=int, default=128, help="tokens per sequence (default: 128)"
+    )
+    pretrain.add_argument(
+        "--max-predictions-per-seq",
+        type=int,
+        default=20,
+        help="masked positions per sequence, google-research/bert's flag (default: 20)",
+    )
+    pretrain.add_argument(
+        "--optimizer",
+        choices=["adamw", "lamb"],
+        default="adamw",
+        help="adamw (default) or lamb (large batches, as in the LAMB paper)",
+    )
+    pretrain.add_argument(
+        "--gradient-accumulation-steps",
+        type=int,
+        default=None,
+        help="batches whose gradients add up to one optimizer step (default: 1)",
+    )
     _add_training_arguments(pretrain, learning_rate=1e-4, batch_size=32)
     pretrain.set_defaults(run=commands.run_pretrain)
 

@@ -6,7 +6,8 @@
   channel, activations quantized per batch at run time), the route ONNX Runtime documents
   for BERT on CPU.
 
-Neither needs calibration data. Accuracy changes are measured in `benchmarks/RESULTS.md`.
+Neither needs calibration data. Accuracy and speed: `benchmarks/RESULTS.md`, "Export formats:
+SavedModel vs ONNX, float32 vs int8".
 """
 
 import logging

@@ -16,7 +16,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo import data, metrics
-from keras_bert_zoo.tasks import classifier_loss, tagger_loss
 from keras_bert_zoo.finetuning.prediction_files import (
     warn_if_all_outside,
     warn_if_collapsed,
@@ -24,6 +23,7 @@ from keras_bert_zoo.finetuning.prediction_files import (
     write_conll,
     write_squad,
 )
+from keras_bert_zoo.tasks import classifier_loss, tagger_loss
 
 logger = logging.getLogger(__name__)
 

@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
+from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.jobs.checks import input_file, output_file
+from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching
-from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
-from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.jobs.rundir import MANIFEST
 
 # Settings of a fine-tuning run that prediction reuses unless given.
 _RUN_OPTIONS = {

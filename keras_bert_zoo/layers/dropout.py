@@ -2,11 +2,10 @@
 
 Why not Keras' own: on the TensorFlow backend Keras draws the mask with
 `tf.nn.experimental.stateless_dropout` and TensorFlow's automatic choice of generator (Philox).
-Compiled by XLA on CPU that generator is the slow part of BERT's training step: for one
-attention-probability mask of bert_small ([32, 8, 128, 128]) we measured 30-40 ms with Philox
-against 4-8 ms with Threefry (the generator JAX uses by default), and the whole bert_small
-train step ran 12-18% faster with Threefry, as fast as with dropout switched off
-(`benchmarks/train_step_variants.py`, RESULTS.md). TensorFlow has Threefry kernels only
+Compiled by XLA on CPU that generator is the slow part of BERT's training step, and Threefry
+(the generator JAX uses by default) draws such a mask several times faster, so dropout then
+costs about nothing (`benchmarks/train_step_variants.py`; benchmarks/RESULTS.md,
+"Dropout's mask generator"). TensorFlow has Threefry kernels only
 inside XLA, so this layer uses it only while tracing under `jit_compile=True` and otherwise
 behaves exactly like `keras.layers.Dropout` (same seed generator, same saved variables).
 The check for an XLA trace is TensorFlow's own (the one `tf.function(jit_compile=True)`

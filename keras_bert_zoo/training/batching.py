@@ -25,10 +25,9 @@ of XLA compilations stays small; keras-hub pads every batch to the full length.
 
 On TensorFlow on CPU, `predict` runs one TensorFlow graph for every bucket instead of an XLA
 program per bucket, even for a model compiled with `jit_compile=True` (the train step keeps
-XLA): there the compiled forward pass is no faster per batch, and its three compiles cost
-more than the pass (MiniLM on 2 cores, the 800 held-out SST-2 sentences: first pass 7.3-7.5
-s with XLA, 3.2 s as one graph; second pass 2.3-2.6 s and 1.9 s; benchmarks/RESULTS.md). The
-graph's outputs are also the same at any batch size. On GPU and TPU, and on JAX and
+XLA): there the compiled forward pass is no faster per batch, and a compile per bucket costs
+more than the pass itself (benchmarks/RESULTS.md, "Length bucketing"). The graph's outputs
+are also the same at any batch size. On GPU and TPU, and on JAX and
 PyTorch, prediction compiles as the model was compiled.
 
 >>> schedule = kbz.training.batching.BatchSchedule(lengths, 32, bucket_lengths(128), seed=0)

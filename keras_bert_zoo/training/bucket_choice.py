@@ -2,8 +2,8 @@
 
 `training.batching` trims each training batch to the bucket length of its examples; which
 lengths to use is a trade: more lengths pad less but compile more (one XLA program each).
-This module picks them from the training set's length histogram with a cost model measured
-on this project's reference CPU (benchmarks/RESULTS.md, "Session 9").
+This module picks them from the training set's length histogram with a cost model of the
+train step's time (benchmarks/RESULTS.md, "Length bucketing").
 
 >>> kbz.training.bucket_choice.training_buckets(sst2_train_lengths, 32, sequence_length=128)
 [8, 16, 24, 32, 48, 72, 128]
@@ -13,10 +13,10 @@ import numpy as np
 
 from keras_bert_zoo.training.batching import bucket_ids
 
-# The cost model of `training_buckets`, in tokens of train-step time (MiniLM-L6, batch 32,
-# 2-core CPU, benchmarks/RESULTS.md): a step of B x L tokens takes about (STEP_OVERHEAD +
-# B * L) tokens' time (0.046 s + 0.28 ms per token), and one more length costs one XLA
-# compile, about 7 s: COMPILE_COST tokens.
+# The cost model of `training_buckets`, in tokens' worth of train-step time: a step of B x L
+# tokens takes (STEP_OVERHEAD + B * L), and one more length (one XLA compile) COMPILE_COST.
+# Fitted to MiniLM-L6's step at batch 32 on CPU (benchmarks/RESULTS.md, "MiniLM train step"
+# and "Length bucketing").
 STEP_OVERHEAD = 160
 COMPILE_COST = 25_000
 BUCKET_STEP = 8  # candidate lengths: multiples of 8 (and the sequence length)

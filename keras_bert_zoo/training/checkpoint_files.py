@@ -13,7 +13,6 @@ force. `restore` loads the newest intact one.
 import json
 import logging
 import math
-import os
 import time
 from pathlib import Path
 
@@ -32,14 +31,6 @@ STATE_FILE = "state.json"
 def _clock() -> float:
     """Seconds for `--checkpoint-every-minutes` (a function, so tests can fake the time)."""
     return time.monotonic()
-
-
-def _pause_for_tests() -> None:
-    """Test hook: `KBZ_TEST_PAUSE_IN_CHECKPOINT_WRITE=<seconds>` holds a checkpoint write
-    half done (its temporary file written, not renamed), so a test can kill it there."""
-    pause = os.environ.get("KBZ_TEST_PAUSE_IN_CHECKPOINT_WRITE")
-    if pause:
-        time.sleep(float(pause))
 
 
 def _seed_states(model: keras.Model) -> list:
@@ -114,7 +105,6 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         try:
             with staged_file(self.directory / name) as temporary:
                 self.model.save_weights(temporary, overwrite=True)
-                _pause_for_tests()
             write_arrays(self.directory / seeds, _seed_states(self.model))
         except OSError as error:  # a full disk, a lost mount: the last checkpoint still holds
             raise OSError(
@@ -150,12 +140,11 @@ def _fingerprint(path: Path) -> dict:
 
 
 def _entries(directory: Path) -> list:
-    """The checkpoints `state.json` lists, oldest first (also the one-entry older format)."""
+    """The checkpoints `state.json` lists, oldest first."""
     path = Path(directory) / STATE_FILE
     if not path.is_file():
         return []
-    state = json.loads(path.read_text())
-    return state["checkpoints"] if "checkpoints" in state else [state]
+    return json.loads(path.read_text())["checkpoints"]
 
 
 def _damage(directory: Path, entry: dict) -> str | None:

@@ -1,8 +1,8 @@
 """A persistent XLA compilation cache: the second run of a job skips its XLA compiles.
 
 Every `kbz finetune` run compiles one train step per length bucket and one prediction program
-per bucket (about 3 s of XLA compile each for MiniLM on 2 CPU cores, benchmarks/RESULTS.md),
-and a resumed or repeated run (or `kbz predict` again on the same model, batch size and
+per bucket, a large share of a short run (benchmarks/RESULTS.md, "Fixed costs of a fine-tuning
+run"), and a resumed or repeated run (or `kbz predict` again on the same model, batch size and
 lengths) compiled the very same programs again.
 TensorFlow and JAX can keep compiled executables on disk; this module switches that on in a
 directory that is safe to share:

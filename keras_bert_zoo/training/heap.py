@@ -1,12 +1,12 @@
 """Keeps Python's cyclic garbage collector off the objects a training run holds for good.
 
-At the end of a `kbz finetune` run of MiniLM the process holds about 500,000 Python objects:
+At the end of a `kbz finetune` run the process holds hundreds of thousands of Python objects:
 the model's layers and variables and the traced graphs of every train and prediction program.
 Python's oldest-generation collection walks all of them once enough new objects survive, and
-the SavedModel export's tracing makes that happen. Measured on this project's 2-core VMs
-(benchmarks/RESULTS.md): one such walk took 0.28 s in one run and 23 s in another, with the
-CPU idle, because these VMs reclaim memory pages left untouched during training and the walk
-faults every one of them back in.
+the SavedModel export's tracing makes that happen. Where the host reclaims memory pages left
+untouched during training (this project's VMs do), the walk faults every page back in and can
+stall the run for many seconds with the CPU idle (benchmarks/RESULTS.md, "Fixed costs of a
+fine-tuning run").
 
 `frozen_heap()` moves the objects alive at the start of training into Python's permanent
 generation (`gc.freeze`), which collections skip, and the run calls the `refreeze` it yields
