@@ -1,4 +1,8 @@
-"""What the command line shows: TensorFlow's C++ log lines filtered out of the terminal.
+"""What the command line shows: status lines, and TensorFlow's C++ log lines filtered out.
+
+`status` is the logger of the few lines a run always shows (a resume, a restart, what was
+replaced): at INFO, so Python callers see them only when they configure logging, while
+`show_status` prints them as plain lines on stdout for `kbz` at every verbosity.
 
 TensorFlow and XLA write their own log lines straight to file descriptor 2 from C++ (absl /
 glog format `W0000 00:00:1.2 123 file.cc:45] ...`: `cuInit` failures on machines without a
@@ -10,6 +14,7 @@ unchanged. `kbz --verbose` turns it off.
 """
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -20,6 +25,23 @@ from collections.abc import Iterator
 _NATIVE_LOG = re.compile(rb"^[IWEF]\d{4} [\d:. ]+\s+\d+ \S+:\d+\] ")
 _NATIVE_PREFIX = re.compile(rb"^[IWEF]\d{0,4}( |$)")
 _BANNERS = (b"WARNING: All log messages before absl::InitializeLog() is called",)
+status = logging.getLogger("keras_bert_zoo.status")
+
+
+class _StdoutHandler(logging.Handler):
+    """Writes to the `sys.stdout` of the moment (a test's capture, a redirected log)."""
+
+    def emit(self, record):
+        sys.stdout.write(self.format(record) + "\n")
+        sys.stdout.flush()
+
+
+def show_status() -> None:
+    """`status` lines printed plainly on stdout (once, however often it is called)."""
+    status.setLevel(logging.INFO)
+    status.propagate = False
+    if not any(isinstance(h, _StdoutHandler) for h in status.handlers):
+        status.addHandler(_StdoutHandler())
 
 
 def is_native_log(line: bytes) -> bool:

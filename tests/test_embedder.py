@@ -339,7 +339,13 @@ def test_finetune_embed_improves_retrieval_of_its_pairs(tmp_path, capsys):
     assert after["mrr"] > before["mrr"] + 0.1, metrics
     assert after["recall@5"] >= before["recall@5"], metrics
     assert (tmp_path / "run" / "export" / "1" / "saved_model.pb").is_file()
-    capsys.readouterr()
+    # as `kbz finetune`'s: the model as a .keras file and TensorBoard logs, each listed
+    reloaded = kbz.load_model(tmp_path / "run" / "model.keras")
+    assert reloaded.task == "embedder"
+    assert list((tmp_path / "run" / "logs").rglob("events.out.tfevents.*"))
+    listed = capsys.readouterr().out
+    for name in ("model.keras", "preset", "export/1", "metrics.json", "logs"):
+        assert f"{tmp_path / 'run' / name}: " in listed, name
     assert main(run) == 0  # the same command again: the finished run's metrics
     printed = capsys.readouterr().out
     assert json.loads(printed[: printed.rindex("}") + 1]) == metrics

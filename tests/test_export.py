@@ -299,6 +299,7 @@ def test_bad_exports_are_clear_errors_and_leave_nothing(preprocessor, tmp_path, 
     with pytest.raises(ValueError, match="numeric version directory"):
         export_saved_model(model, tmp_path / "m" / "latest", preprocessor=preprocessor)
     (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "1" / "saved_model.pb").write_bytes(b"an earlier version")
     with pytest.raises(ValueError, match="already holds a version"):
         export_saved_model(model, tmp_path / "m" / "1", preprocessor=preprocessor)
 

@@ -105,8 +105,13 @@ def test_bad_onnx_exports_are_clear_errors(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="path is a directory"):
         export_onnx(model, tmp_path / "model.onnx")
     (tmp_path / "taken").mkdir()
-    with pytest.raises(ValueError, match="already exists"):
+    (tmp_path / "taken" / "model.onnx").write_bytes(b"an earlier export")
+    with pytest.raises(ValueError, match="already holds an ONNX export.*overwrite=True"):
         export_onnx(model, tmp_path / "taken")
+    (tmp_path / "taken" / "notes.txt").write_text("mine")  # overwrite never deletes it
+    with pytest.raises(ValueError, match=r"holds files kbz did not write \(notes.txt\)"):
+        export_onnx(model, tmp_path / "taken", overwrite=True)
+    assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
     with pytest.raises(ValueError, match="`quantize` must be one of"):
         export_onnx(model, tmp_path / "q", quantize="int4")
     pretrainer = kbz.build_pretrainer(kbz.build_encoder(**TINY), max_predictions=2)
@@ -160,7 +165,9 @@ def test_kbz_export_onnx_from_a_preset_directory(tmp_path, capsys, monkeypatch):
     np.testing.assert_allclose(got, np.asarray(model(ours)), atol=1e-5)
     # a second export does not replace the first without --overwrite
     assert main(run) == 2
-    assert "already exists" in capsys.readouterr().err
+    assert "already holds an ONNX export. Choose another directory, or pass --overwrite" in (
+        capsys.readouterr().err
+    )
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     assert main([*run[:2], str(tmp_path / "other"), *run[3:]]) == 2
     assert "keras-bert-zoo[onnx]" in capsys.readouterr().err

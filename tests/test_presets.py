@@ -109,10 +109,15 @@ def test_save_preset_round_trip(saved_tiny):
     assert (again / "vocab.txt").read_bytes() == (directory / "vocab.txt").read_bytes()
 
 
-def test_save_preset_refuses_to_overwrite(saved_tiny):
+def test_save_preset_refuses_to_overwrite(saved_tiny, tmp_path):
     encoder, directory = saved_tiny
-    with pytest.raises(ValueError, match="already exists"):
+    with pytest.raises(ValueError, match="already holds a preset.*pass overwrite=True"):
         kbz.save_preset(encoder, directory)
+    (tmp_path / "mine").mkdir()  # overwrite=True never deletes a file kbz did not write
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds files kbz did not write \(notes.txt\)"):
+        kbz.save_preset(encoder, tmp_path / "mine", overwrite=True)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
 
 
 def _rewrite_preset(directory, **changes):

@@ -421,7 +421,8 @@ def test_a_second_run_writing_the_same_output_stops_at_once(tmp_path):
             with RunDirectory(tmp_path / "run", "pretrain", {}, {}):
                 pass
     with RunDirectory(tmp_path / "run", "pretrain", {}, {}):  # released: the same run again
-        pass
+        (tmp_path / "run" / "checkpoints").mkdir()  # with a checkpoint: a run to resume
+        (tmp_path / "run" / "checkpoints" / "state.json").write_text('{"checkpoints": []}')
     with pytest.raises(ValueError, match="differs in command"):  # refused inside __enter__...
         RunDirectory(tmp_path / "run", "finetune", {}, {}).__enter__()
     with RunDirectory(tmp_path / "run", "pretrain", {}, {}):  # ...still releases its lock

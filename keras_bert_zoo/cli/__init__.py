@@ -1,7 +1,8 @@
 """The `kbz` command line: `parser` holds every flag, `commands` every action and print.
 
 The parser imports nothing heavy; unless `--verbose` is given, TensorFlow's C++ log lines
-are filtered from the terminal (`keras_bert_zoo.console`).
+are filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
+command's flags (`messages`), exit status 2 for bad input, 1 for other system errors.
 """
 
 import atexit
@@ -11,7 +12,7 @@ import sys
 import threading
 
 from keras_bert_zoo import console
-from keras_bert_zoo.cli import commands
+from keras_bert_zoo.cli import commands, messages
 from keras_bert_zoo.cli.parser import add_create_pretraining_data_arguments, build_parser
 from keras_bert_zoo.extras import MissingExtraError
 
@@ -19,20 +20,23 @@ __all__ = ["add_create_pretraining_data_arguments", "build_parser", "end_process
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    console.show_status()
+    flags = messages.command_flags(parser, args.command)
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
             commands.use_compile_cache(args)
             return args.run(args)
-        except (ValueError, FileNotFoundError, MissingExtraError) as error:
-            print(f"kbz {args.command}: error: {error}", file=sys.stderr)
+        except (ValueError, MissingExtraError, *messages.PATH_ERRORS) as error:
+            print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
             return 2
         except OSError as error:
-            print(f"kbz {args.command}: error: {error}", file=sys.stderr)
+            print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             print(f"\nkbz {args.command}: {commands.interrupted(args)}", file=sys.stderr)

@@ -112,20 +112,24 @@ def run_finetune(args) -> int:
         **options,
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
-    output = Path(args.output)
-    written = [
+    list_outputs(
+        args.output,
         ("model.keras", "the Keras model (kbz.load_model)"),
         ("adapter.safetensors", "LoRA adapters and head alone (kbz.load_lora_weights)"),
         ("preset", "preset directory (kbz.from_preset, kbz predict --model)"),
         ("export/1", "SavedModel for TF Serving, raw strings in"),
         (PREDICTION_FILES[FINETUNE_TASKS[args.task]], "validation predictions"),
         ("metrics.json", "validation metrics, per epoch in `history`"),
-        ("logs", "TensorBoard: tensorboard --logdir " + str(output / "logs")),
-    ]
-    for name, what in written:
-        if (output / name).exists():
-            print(f"  {output / name}: {what}")
+        ("logs", "TensorBoard: tensorboard --logdir " + str(Path(args.output) / "logs")),
+    )
     return 0
+
+
+def list_outputs(output, *written) -> None:
+    """One line per output a run wrote: `(name, what it is for)`, those that exist."""
+    for name, what in written:
+        if (Path(output) / name).exists():
+            print(f"  {Path(output) / name}: {what}")
 
 
 def run_pretrain(args) -> int:
@@ -139,6 +143,12 @@ def run_pretrain(args) -> int:
         **flags(args, "batch_size", "learning_rate", "warmup_fraction", DEVICES, CHECKPOINTS),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
+    list_outputs(
+        args.output,
+        ("preset", "the pretrained preset (kbz finetune --preset, kbz.from_preset)"),
+        ("metrics.json", "the last interval's training metrics"),
+        ("logs", "TensorBoard: tensorboard --logdir " + str(Path(args.output) / "logs")),
+    )
     return 0
 
 

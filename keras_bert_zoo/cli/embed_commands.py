@@ -35,11 +35,15 @@ def run_finetune_embed(args) -> int:
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)
-    print(f"  {output / 'preset'}: the embedder (kbz embed --model {output})")
-    if (output / "adapter.safetensors").exists():
-        print(f"  {output / 'adapter.safetensors'}: LoRA adapters alone (kbz.load_lora_weights)")
-    if (output / "export" / "1").exists():
-        print(f"  {output / 'export' / '1'}: SavedModel, raw strings in, `embeddings` out")
+    commands.list_outputs(
+        output,
+        ("model.keras", "the embedder as a Keras model (kbz.load_model)"),
+        ("adapter.safetensors", "LoRA adapters alone (kbz.load_lora_weights)"),
+        ("preset", f"the embedder (kbz embed --model {output})"),
+        ("export/1", "SavedModel, raw strings in, `embeddings` out"),
+        ("metrics.json", "validation retrieval before and after, the loss per epoch"),
+        ("logs", "TensorBoard: tensorboard --logdir " + str(output / "logs")),
+    )
     return 0
 
 

@@ -8,15 +8,21 @@ problem is a `ValueError` naming the file, the 1-based line, what was expected a
 """
 
 import dataclasses
+import gzip
 import logging
 import os
+import re
+import zlib
 from collections.abc import Iterable, Sequence
+from typing import TextIO
 
 import numpy as np
 
 PathLike = str | os.PathLike
 logger = logging.getLogger(__name__)
 _FEW_EXAMPLES = 5  # a training class with fewer examples than this gets a warning
+GZIP_MAGIC = b"\x1f\x8b"
+_HEADER_NAME = re.compile(r"[A-Za-z_][\w.-]*")  # a column name: no spaces, not a number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,14 +55,33 @@ def file_error(path: PathLike, line: int | str | None, problem: str, fix: str) -
     return ValueError(f"{where}: {problem}. {fix}")
 
 
+def gunzip(data: bytes) -> bytes:
+    """`data`, decompressed when it is gzip (told by its magic bytes, whatever its name)."""
+    return gzip.decompress(data) if data[:2] == GZIP_MAGIC else data
+
+
+def open_text(path: PathLike) -> TextIO:
+    """The file as UTF-8 text, read through gzip when it is compressed (`.tsv.gz` ...)."""
+    with open(path, "rb") as handle:
+        compressed = handle.read(2) == GZIP_MAGIC
+    if compressed:
+        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
+    return open(path, encoding="utf-8", newline="\n")  # noqa: SIM115 (the caller's `with`)
+
+
 def read_lines(path: PathLike, what: str) -> list[str]:
-    """The file's lines without their line endings; empty files are an error."""
+    """The file's lines without their line endings (gzip read transparently); empty files
+    are an error."""
     try:
-        with open(path, encoding="utf-8", newline="\n") as handle:
+        with open_text(path) as handle:
             lines = [line.rstrip("\r\n") for line in handle]
     except UnicodeDecodeError as error:
         raise file_error(
             path, None, f"is not UTF-8 text ({error})", "Re-save the file as UTF-8."
+        ) from error
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise file_error(
+            path, None, f"is a damaged gzip file ({error})", "Compress the file again."
         ) from error
     if not any(line.strip() for line in lines):
         raise file_error(
@@ -103,17 +128,24 @@ def tsv_header(path: PathLike) -> list[str]:
     return read_lines(path, "a TSV file with one example per line")[0].split("\t")
 
 
-def _column_index(path, header, column, line_number) -> int:
+def _column_index(path, header, column, argument, expected) -> int:
     if isinstance(column, int):
         return column
-    if header is None or column not in header:
-        raise file_error(
+    if header is not None and column in header:
+        return header.index(column)
+    if header is not None and not all(_HEADER_NAME.fullmatch(name) for name in header):
+        raise file_error(  # a line of text, numbers or punctuation: an example, not names
             path,
-            line_number,
-            f"no column named {column!r} (header: {header})",
-            "Pass the column's name as in the header, or its 0-based index.",
+            1,
+            f"looks like an example, not a header line naming the columns ({header[:3]})",
+            f"Add a first line such as {chr(9).join(expected)!r} (TAB-separated).",
         )
-    return header.index(column)
+    raise file_error(
+        path,
+        1,
+        f"has no column named {column!r} (header: {header})",
+        f"Pass `{argument}` as named in the header, or rename the column.",
+    )
 
 
 def read_glue_tsv(
@@ -136,9 +168,11 @@ def read_glue_tsv(
     lines = read_lines(path, "a TSV file with one example per line")
     header = lines[0].split("\t") if has_header else None
     first = 2 if has_header else 1
-    columns = [_column_index(path, header, c, 1) for c in text_columns]
+    expected = [*text_columns, *([label_column] if label_column is not None else [])]
+    expected = [str(c) for c in expected]
+    columns = [_column_index(path, header, c, "text_columns", expected) for c in text_columns]
     if label_column is not None:
-        columns.append(_column_index(path, header, label_column, 1))
+        columns.append(_column_index(path, header, label_column, "label_column", expected))
     width = len(header) if header else len(lines[0].split("\t"))
     examples = []
     for number, line in enumerate(lines[first - 1 :], start=first):

@@ -33,11 +33,13 @@ prediction_log_pb2 = require_tensorflow(
 )
 
 from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
-from keras_bert_zoo.saving.atomic import staged_directory  # noqa: E402
+from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
 
 logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
 PAIR_TASKS = ("question_answerer",)
+# What a SavedModel version directory holds (TensorFlow's files and the warm-up requests).
+SAVED_MODEL = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb"}
 
 
 def _version_directory(path, overwrite: bool) -> Path:
@@ -47,12 +49,8 @@ def _version_directory(path, overwrite: bool) -> Path:
             f"Export path must end in a numeric version directory, as TF Serving expects "
             f"(e.g. exports/my_model/1). Received: {path}"
         )
-    if path.exists() and not overwrite:
-        raise ValueError(
-            f"{path} already holds a version. Export to a new version number "
-            "(TF Serving serves the highest) or pass overwrite=True."
-        )
-    return path
+    fix = "Export to a new version number (TF Serving serves the highest) or pass overwrite=True."
+    return check_replaceable(path, SAVED_MODEL, overwrite, "a version", fix)
 
 
 def _warmup_requests(directory: Path, pairs: bool, model_name: str) -> None:

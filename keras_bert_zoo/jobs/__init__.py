@@ -5,7 +5,8 @@
 - `finetune_embed`: `run_finetune_embed` (`kbz finetune embed`), in-batch negatives training;
 - `pretrain`: `run_pretrain` (`kbz pretrain`), MLM + NSP from TFRecords or raw text;
 - `predict`: `run_predict` (`kbz predict`), a fine-tuned run's predictions on a file;
-- `embed`: `embed_texts` / `run_embed` (`kbz embed`), sentence vectors of an embedder.
+- `embed`: `embed_texts` / `run_embed` (`kbz embed`), sentence vectors of an embedder;
+- `checks`: what every job checks of its flags and paths before any work.
 
 They build on `keras_bert_zoo.training`'s primitives; nothing below imports a job.
 

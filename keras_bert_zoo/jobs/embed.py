@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_bert_zoo.data.readers import open_text
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.jobs.checks import input_file, output_file
 from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
@@ -98,11 +100,11 @@ def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:
 
 
 def read_lines(path, flag: str = "--input") -> list[str]:
-    """The lines of a UTF-8 text file (one text per line), or an error naming `flag`."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{flag} {path} does not exist (or is not a file). Pass a text file.")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """The lines of a UTF-8 text file (one text per line; gzip read transparently), or an
+    error naming `flag`."""
+    path = input_file(flag, path, "a text file, one text per line")
+    with open_text(path) as handle:
+        lines = handle.read().splitlines()
     if not lines:
         raise ValueError(f"{flag} {path} is empty. Pass a text file with one text per line.")
     return lines
@@ -127,6 +129,7 @@ def run_embed(
     >>> kbz.training.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
     """
     output = Path(output)
+    output_file("--output", output, "the .npy file of vectors", "vectors.npy")
     if output.suffix != ".npy":
         raise ValueError(f"--output must be a .npy file. Received: {output}")
     check_positive_int("batch_size", batch_size)

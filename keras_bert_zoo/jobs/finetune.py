@@ -1,6 +1,7 @@
-"""`run_finetune`, the job behind `kbz finetune` (and the checks every job shares).
+"""`run_finetune`, the job behind `kbz finetune`.
 
-Flags are checked before any work and before the output directory is created; the output
+Flags, input files and the preset's weights (a download) are checked before any work and
+before the output directory is created (`checks`); the output
 directory is held by `rundir.RunDirectory` (one writer, resumed only by the same run).
 
 It builds the model inside the strategy scope, trains with `model.fit` (a few static shapes:
@@ -9,7 +10,6 @@ whole batches trimmed to their length bucket, `training.batching`) through
 stops with a clear error, and writes its results atomically into the output directory.
 """
 
-import json
 import logging
 from pathlib import Path
 
@@ -18,11 +18,19 @@ import keras
 from keras_bert_zoo import export as exports
 from keras_bert_zoo.choices import PREDICTION_FILES, finetune_settings
 from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.jobs.checks import (
+    check_flags,
+    check_length,
+    check_lora,
+    check_rates,
+    input_file,
+    output_directory,
+    settings_of,
+)
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.jobs.validation import ValidationCallback
-from keras_bert_zoo.lora import check_targets, enable_lora, merge_lora
-from keras_bert_zoo.presets.factory import from_preset
-from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.lora import enable_lora, merge_lora
+from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
 from keras_bert_zoo.saving.adapters import save_lora_weights
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
@@ -34,6 +42,7 @@ from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 logger = logging.getLogger(__name__)
+FILE_KINDS = {"classifier": "GLUE-style TSV", "tagger": "CoNLL", "question_answerer": "SQuAD JSON"}
 
 
 class TensorBoard(keras.callbacks.TensorBoard):
@@ -54,61 +63,12 @@ def tensorboard(output: Path) -> keras.callbacks.Callback:
     return TensorBoard(str(output / "logs"), update_freq=50)
 
 
-def check_flags(**flags) -> None:
-    """Positive integers (None allowed for optional ones), named by their command-line flag."""
-    for name, value in flags.items():
-        if value is None and name in ("checkpoint_every", "gradient_accumulation_steps"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"--{name.replace('_', '-')} must be a positive integer. Received: {value!r}."
-            )
-
-
-def check_rates(learning_rate, warmup_fraction) -> None:
-    if not learning_rate > 0:
-        raise ValueError(f"--learning-rate must be positive. Received: {learning_rate!r}.")
-    if not 0 <= warmup_fraction < 1:
-        raise ValueError(f"--warmup-fraction must be in [0, 1). Received: {warmup_fraction!r}.")
-
-
-def check_length(flag: str, length: int, preset, minimum: int) -> None:
-    maximum = load_preset_config(preset).architecture["max_sequence_length"]
-    if not minimum <= length <= maximum:
-        raise ValueError(
-            f"{flag} must be between {minimum} and the preset's max_sequence_length "
-            f"{maximum}. Received: {length}. (Below {minimum}, [CLS] and [SEP] leave too few "
-            "tokens for text.)"
-        )
-
-
-def check_lora(rank, alpha, targets) -> None:
-    """`--lora-rank` (None: off, else a positive integer), `--lora-alpha`, `--lora-targets`."""
-    if rank is not None:
-        check_flags(lora_rank=rank)
-    if alpha is not None and (rank is None or not alpha > 0):
-        raise ValueError(
-            f"--lora-alpha must be a positive number and needs --lora-rank. Received: "
-            f"--lora-alpha {alpha!r}, --lora-rank {rank!r}."
-        )
-    try:
-        check_targets(targets)
-    except ValueError as error:
-        raise ValueError(f"--lora-targets: {error}") from None
-
-
 def write_lora_outputs(model, rank, output: Path):
     """`adapter.safetensors` of a LoRA model, and the merged plain model for what follows."""
     if not rank:
         return model
     save_lora_weights(model, output / "adapter.safetensors")
     return merge_lora(model)
-
-
-def settings_of(values: dict, drop=("output", "overwrite", "task_options")) -> dict:
-    settings = {k: v for k, v in values.items() if k not in drop}
-    settings.update(values.get("task_options") or {})
-    return json.loads(json.dumps(settings, default=str))
 
 
 def run_finetune(
@@ -134,7 +94,7 @@ def run_finetune(
     keep: str = "best",
     bucketing: bool = True,
     overwrite: bool = False,
-    verbose: int = 1,
+    verbose="auto",
     lora_rank: int | None = None,
     lora_alpha: float | None = None,
     lora_targets: str = "all",
@@ -192,6 +152,10 @@ def run_finetune(
     check_lora(lora_rank, lora_alpha, lora_targets)
     check_length("--sequence-length", sequence_length, preset, minimum=8)
     check_minutes(checkpoint_every_minutes)
+    inputs = {"--train": [train], "--validation": [validation]}
+    for flag, (path,) in inputs.items():
+        input_file(flag, path, f"a {FILE_KINDS[task]} file")
+    output_directory("--output", output)
     export = exports.export_on_this_backend(export, Path(output) / "preset")
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
@@ -218,7 +182,7 @@ def run_finetune(
     intervals = interval_sizes(
         total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)"
     )
-    inputs = {"--train": [train], "--validation": [validation]}
+    preset_with_weights(preset)  # a download fails here, before --output is written
     with (
         RunDirectory(output, "finetune", settings, inputs, overwrite) as run,
         frozen_heap() as freeze,
@@ -263,6 +227,7 @@ def run_finetune(
             jit_compile=jit_compile,
             keep_checkpoints=keep_checkpoints,
             checkpoint_every_minutes=checkpoint_every_minutes,
+            progress="steps" if checkpoint_every else "epochs",  # intervals are not epochs
         )
         freeze()  # and the traced programs, before the export's tracing makes new ones
         kept = validation.restore_best() if keep == "best" else validation.history[-1]

@@ -7,7 +7,8 @@ query or positive text twice (sentence-transformers' `NoDuplicatesDataLoader` do
 a repeated positive would be a false negative. The validation pairs are scored before and
 after training by retrieval: each validation query against all distinct validation
 positives, recall@1 / recall@5 / MRR (`recall_at_k`), written to `metrics.json`; the model
-goes to `preset/` (task "embedder", its pooling kept), which `kbz embed --model` reads.
+goes to `preset/` (task "embedder", its pooling kept), which `kbz embed --model` reads, and to
+`model.keras`, with the training loss per epoch in TensorBoard `logs/`, as `kbz finetune`'s.
 """
 
 import logging
@@ -20,14 +21,15 @@ import numpy as np
 from keras_bert_zoo import export as exports
 from keras_bert_zoo.choices import finetune_settings
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.jobs.checks import check_lora, input_file, output_directory
 from keras_bert_zoo.jobs.embed import embed_texts, load_embedder, read_lines, recall_at_k
-from keras_bert_zoo.jobs.finetune import check_lora, write_lora_outputs
+from keras_bert_zoo.jobs.finetune import tensorboard, write_lora_outputs
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.layers.pooling import InBatchSimilarity
 from keras_bert_zoo.lora import enable_lora
 from keras_bert_zoo.saving.atomic import write_json
-from keras_bert_zoo.saving.models import save_preset
+from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 
@@ -162,6 +164,9 @@ def run_finetune_embed(
         raise ValueError(
             f"--batch-size must be >= 2 for in-batch negatives. Received: {batch_size}"
         )
+    for flag, path in (("--train", train), ("--validation", validation)):
+        input_file(flag, path, "a file of query<TAB>positive pairs")
+    output_directory("--output", output)
     train_pairs = read_pairs(train, "--train")
     validation_pairs = read_pairs(validation, "--validation")
     epoch_batches = [distinct_batches(train_pairs, batch_size, seed + e) for e in range(epochs)]
@@ -180,14 +185,14 @@ def run_finetune_embed(
     inputs = {"train": [train], "validation": [validation]}
     if lora_rank:  # recorded only when on, so runs from before LoRA existed still resume
         settings.update(lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
+    keras.utils.set_random_seed(seed)
+    embedder, preprocessor = load_embedder(preset, sequence_length)  # a download: fails here
     with (
         RunDirectory(output, "finetune_embed", settings, inputs, overwrite) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:
             return run.finished
-        keras.utils.set_random_seed(seed)
-        embedder, preprocessor = load_embedder(preset, sequence_length)
         before = retrieval_metrics(embedder, preprocessor, validation_pairs, 64)
         logger.info("validation before fine-tuning: %s", before)
         if lora_rank:
@@ -203,9 +208,13 @@ def run_finetune_embed(
         trainer.optimizer.build(trainer.trainable_variables)
         losses = []
         freeze()  # the model and data: out of the collector's walks (training.heap)
-        for batches in epoch_batches:  # new distinct batches each epoch
+        logs = tensorboard(output)
+        for epoch, batches in enumerate(epoch_batches):  # new distinct batches each epoch
             dataset = _dataset(train_pairs, batches, preprocessor)
-            history = trainer.fit(dataset, shuffle=False, verbose=0)
+            history = trainer.fit(
+                dataset, initial_epoch=epoch, epochs=epoch + 1, shuffle=False, verbose=0,
+                callbacks=[logs],
+            )  # fmt: skip
             losses.append(float(history.history["loss"][-1]))
         freeze()  # and the traced programs, before the export's tracing makes new ones
         after = retrieval_metrics(embedder, preprocessor, validation_pairs, 64)
@@ -218,6 +227,7 @@ def run_finetune_embed(
             "loss": losses,
         }
         embedder = write_lora_outputs(embedder, lora_rank, output)
+        save_model_file(embedder, output / "model.keras")
         save_preset(embedder, output / "preset", overwrite=True)
         if export:
             exports.export_saved_model(

@@ -9,7 +9,9 @@ labels or answers, the same metrics as `kbz finetune` are returned too.
 import json
 from pathlib import Path
 
+from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.jobs.checks import input_file, output_file
 from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -71,6 +73,8 @@ def run_predict(
     """
     if task not in FINETUNING_TASKS:
         raise ValueError(f"Unknown task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}.")
+    input_file("--input", input, "a GLUE TSV, CoNLL or SQuAD JSON file")
+    output_file("--output", output, "prediction file", PREDICTION_FILES[task])
     preset, settings = _model_source(model)
     config = load_preset_config(preset)
     if config.task != task:

@@ -13,15 +13,16 @@ import keras
 from keras_bert_zoo.data.pretraining.datasets import RecordStream
 from keras_bert_zoo.data.pretraining.masking import MaskingStream
 from keras_bert_zoo.data.pretraining.text import expand_input_patterns
-from keras_bert_zoo.jobs.finetune import (
+from keras_bert_zoo.jobs.checks import (
     check_flags,
     check_length,
     check_rates,
+    output_directory,
     settings_of,
-    tensorboard,
 )
+from keras_bert_zoo.jobs.finetune import tensorboard
 from keras_bert_zoo.jobs.rundir import RunDirectory
-from keras_bert_zoo.presets.factory import from_preset
+from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.pretraining import compile_pretrainer
 from keras_bert_zoo.saving.atomic import write_json
@@ -90,7 +91,7 @@ def run_pretrain(
     keep_checkpoints: int = 3,
     checkpoint_every_minutes: float | None = None,
     overwrite: bool = False,
-    verbose: int = 1,
+    verbose="auto",
 ) -> dict:
     """MLM + NSP pretraining of `preset` (its weights, or its architecture `from_scratch`).
 
@@ -115,6 +116,7 @@ def run_pretrain(
     check_length("--max-seq-length", max_seq_length, preset, minimum=8)
     interval = checkpoint_every or min(DEFAULT_CHECKPOINT_EVERY, num_train_steps)
     interval_sizes(num_train_steps, interval, f"--num-train-steps {num_train_steps}")
+    output_directory("--output", output)
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
     flag, patterns = input_flag(input_file, text_file)
@@ -122,6 +124,8 @@ def run_pretrain(
     dataset = pretraining_data(
         input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
     )
+    if not from_scratch:
+        preset_with_weights(preset)  # a download fails here, before --output is written
     with (
         RunDirectory(output, "pretrain", settings, inputs, overwrite) as run,
         frozen_heap() as freeze,
@@ -163,6 +167,7 @@ def run_pretrain(
             jit_compile=jit_compile,
             keep_checkpoints=keep_checkpoints,
             checkpoint_every_minutes=checkpoint_every_minutes,
+            progress="steps",  # fit's epochs are checkpoint intervals here
         )
         results = {key: float(v[-1]) for key, v in history.history.items() if v}
         write_json(output / "metrics.json", results)

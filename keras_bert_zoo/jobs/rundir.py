@@ -9,6 +9,12 @@
   each difference and the fix (`--overwrite`, or another `--output`), never a silent reuse.
 Settings that change how a run executes but not what it computes (XLA, the strategy, how
 many checkpoints to keep) may differ between attempts.
+
+Nothing is lost to a failed start: an attempt that ends (an error, Ctrl-C) before its first
+checkpoint removes what it wrote, and one that was killed before it (no checkpoint, so
+nothing to resume) is replaced by the next run in that directory, without `--overwrite`.
+`--overwrite` removes only what a run writes (`RUN_FILES`) and refuses a directory holding
+other files. The lock file goes when the run ends.
 """
 
 import contextlib
@@ -19,8 +25,11 @@ import os
 import shutil
 from pathlib import Path
 
+from keras_bert_zoo.choices import PREDICTION_FILES
+from keras_bert_zoo.console import status
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.checksums import sha256_file
+from keras_bert_zoo.training.checkpoint_files import STATE_FILE
 
 logger = logging.getLogger(__name__)
 MANIFEST = "run.json"
@@ -34,6 +43,20 @@ EXECUTION_SETTINGS = {
     "keep_checkpoints",
     "checkpoint_every_minutes",
     "export",
+}
+# What runs write in their directory; `--overwrite` and a failed start remove only these.
+RUN_FILES = {
+    MANIFEST,
+    LOCK,
+    "checkpoints",
+    "logs",
+    "metrics.json",
+    "model.keras",
+    "adapter.safetensors",
+    "preset",
+    "export",
+    "nbest_predictions.json",
+    *PREDICTION_FILES.values(),
 }
 _FULL_HASH_BYTES = 64 << 20  # larger inputs (pretraining corpora) hash their first 64 MiB
 
@@ -62,7 +85,8 @@ class RunDirectory(contextlib.AbstractContextManager):
         command: "finetune" or "pretrain".
         settings: JSON-able values that determine the result (flags, preset, seed...).
         inputs: `{flag: [paths]}` of the input files, fingerprinted.
-        overwrite: start afresh, deleting what the directory holds.
+        overwrite: start afresh, deleting what an earlier run wrote there (a directory
+            holding other files is refused: they are named).
     """
 
     def __init__(self, output, command: str, settings: dict, inputs: dict, overwrite: bool = False):
@@ -77,50 +101,91 @@ class RunDirectory(contextlib.AbstractContextManager):
         self.overwrite = overwrite
         self.finished = None
         self._lock = None
+        self._created = False  # the directory did not exist before this attempt
+        self._fresh = False  # this attempt starts at step 0 (nothing to resume)
 
     def __enter__(self):
+        self._created = not self.output.exists()
+        self._root = next(  # the outermost folder this attempt creates
+            (p for p in reversed((self.output, *self.output.parents)) if not p.exists()),
+            self.output,
+        )
         self.output.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.output / LOCK, "a+")  # noqa: SIM115 (held for the whole run)
+        self._lock = self._acquire()
         try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.seek(0)
-            holder = self._lock.read().strip() or "another process"
-            self._lock.close()
-            raise ValueError(
-                f"{self.output} is being written by another kbz run ({holder}). Wait for it "
-                "to finish, or choose another --output."
-            ) from None
-        try:
-            self._lock.seek(0)
-            self._lock.truncate()
-            self._lock.write(f"pid {os.getpid()}")
-            self._lock.flush()
             if self.overwrite:
+                self._refuse_foreign("--overwrite would delete them")
                 self._clear()
             self._check_manifest()
         except BaseException:
-            self.__exit__()  # `with` calls __exit__ only once __enter__ has returned
+            self._release()  # `with` calls __exit__ only once __enter__ has returned
             raise
         return self
 
+    def _acquire(self):
+        """The locked `.lock` file, checked to be the one in the directory (a finishing run
+        removes it while holding it: a file opened just before that is locked in vain)."""
+        path = self.output / LOCK
+        while True:
+            handle = open(path, "a+")  # noqa: SIM115 (held for the whole run)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                raise ValueError(
+                    f"{self.output} is being written by another kbz run ({holder}). Wait for "
+                    "it to finish, or choose another --output."
+                ) from None
+            try:
+                same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"pid {os.getpid()}")
+                handle.flush()
+                return handle
+            handle.close()
+
+    def _own(self, name: str) -> bool:
+        """A name a run writes, or a staging/backup copy of one (`.preset.x1y2`, `.old`)."""
+        return name in RUN_FILES or any(name.startswith(f".{own}.") for own in RUN_FILES)
+
+    def _refuse_foreign(self, consequence: str) -> None:
+        foreign = sorted(p.name for p in self.output.iterdir() if not self._own(p.name))
+        if foreign:
+            raise ValueError(
+                f"--output {self.output} holds files no kbz run wrote ({', '.join(foreign[:5])}"
+                f"{', ...' if len(foreign) > 5 else ''}); {consequence}. Move them elsewhere, "
+                "or choose another --output."
+            )
+
     def _clear(self):
         for path in self.output.iterdir():
-            if path.name != LOCK:
+            if path.name != LOCK and self._own(path.name):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def _has_checkpoint(self) -> bool:
+        return (self.output / "checkpoints" / STATE_FILE).is_file()
+
+    def _start(self):
+        write_json(self.output / MANIFEST, {**self.record, "status": "running"})
+        self._fresh = True
 
     def _check_manifest(self):
         manifest = self.output / MANIFEST
         others = [p.name for p in self.output.iterdir() if p.name not in (LOCK, MANIFEST)]
         if not manifest.is_file():
             if others:
+                fix = " or pass --overwrite to replace them" if all(map(self._own, others)) else ""
                 raise ValueError(
                     f"--output {self.output} already holds files ({', '.join(sorted(others)[:5])}"
-                    ") but no kbz run record. Choose another --output, or pass --overwrite "
-                    "to replace its contents."
+                    f") but no kbz run record. Choose another --output{fix}."
                 )
-            write_json(manifest, {**self.record, "status": "running"})
-            return
+            return self._start()
         stored = json.loads(manifest.read_text())
         problems = []
         if stored.get("command") != self.record["command"]:
@@ -129,6 +194,8 @@ class RunDirectory(contextlib.AbstractContextManager):
         for flag in sorted(set(stored.get("inputs", {})) | set(self.record["inputs"])):
             if stored.get("inputs", {}).get(flag) != self.record["inputs"].get(flag):
                 problems.append(f"{flag}: the input file(s) changed (or other files were given)")
+        if stored.get("status") == "running" and not self._has_checkpoint():
+            return self._restart(problems)
         if problems:
             raise ValueError(
                 f"--output {self.output} holds another run ({stored.get('status')}); it differs "
@@ -143,15 +210,46 @@ class RunDirectory(contextlib.AbstractContextManager):
                 self.output,
             )
 
+    def _restart(self, problems: list) -> None:
+        """An earlier attempt that ended before its first checkpoint: nothing to resume."""
+        self._clear()
+        if problems:
+            status.info(
+                "%s held a run that stopped before its first checkpoint (it differed in %s); "
+                "replaced by this one.",
+                self.output,
+                "; ".join(problems),
+            )
+        else:
+            status.info(
+                "%s: the earlier attempt of this run stopped before its first checkpoint; "
+                "starting over from step 0.",
+                self.output,
+            )
+        self._start()
+
     def complete(self, metrics: dict) -> None:
         """Records the run as complete with its metrics; its checkpoints are no longer needed."""
         write_json(
             self.output / MANIFEST, {**self.record, "status": "complete", "metrics": metrics}
         )
         shutil.rmtree(self.output / "checkpoints", ignore_errors=True)
+        self._fresh = False
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, exc_type=None, *exc_info):
+        failed_start = exc_type is not None and self._fresh and not self._has_checkpoint()
+        if failed_start:
+            self._clear()  # nothing to resume: nothing is left behind
+        self._release()
+        if failed_start and self._created:
+            for folder in (self.output, *self.output.parents):  # the folders this run made
+                if folder == self._root.parent or any(folder.iterdir()):
+                    break
+                folder.rmdir()
+        return False
+
+    def _release(self) -> None:
         if self._lock is not None and not self._lock.closed:
+            (self.output / LOCK).unlink(missing_ok=True)  # while still held: see `_acquire`
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
-        return False

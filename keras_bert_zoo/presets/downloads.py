@@ -91,8 +91,9 @@ def unavailable_error(config, reason: str) -> ValueError:
         f"(looked in {cache_dir() / config.name}) and {reason}. Fetch {url} and put it, "
         f"still zipped, at {local}: the next kbz.from_preset('{config.name}') verifies and "
         f"converts it offline. Or set {MIRROR_ENV} to a URL or folder that holds {name}, "
-        "use load_weights=False for fresh random weights, or unzip it and run "
-        f"`kbz convert {name} DST_DIR` and load kbz.from_preset(DST_DIR)."
+        "use load_weights=False for fresh random weights, or convert it yourself: "
+        f"`kbz convert {local} DST_DIR` (the .zip as fetched, or the folder it unzips to), "
+        "then load kbz.from_preset(DST_DIR)."
     )
 
 

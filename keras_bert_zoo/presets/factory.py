@@ -54,6 +54,18 @@ def _load_weights(model, encoder, config: PresetConfig, same_task: bool) -> None
     assign_weights(model.weights, tensors, config.weights_path, new_ok=new_ok, unused_ok=unused_ok)
 
 
+def preset_with_weights(name_or_dir) -> PresetConfig:
+    """The preset's config once its weights are on this machine: a named preset's are
+    downloaded, verified and converted first (jobs ask before writing anything)."""
+    config = load_preset_config(name_or_dir)
+    if config.weights_path is None or not config.weights_path.is_file():
+        if not config.weights_source:
+            raise _no_weights_error(config)
+        fetch_preset_weights(config)  # converts into the cache, with the release's heads
+        config = load_preset_config(name_or_dir)  # now names the cached weights and task
+    return config
+
+
 def from_preset(
     name_or_dir, task: str = "encoder", load_weights: bool = True, dtype=None, **task_kwargs
 ):
@@ -76,11 +88,8 @@ def from_preset(
     """
     config = load_preset_config(name_or_dir)
     check_task(task)
-    if load_weights and (config.weights_path is None or not config.weights_path.is_file()):
-        if not config.weights_source:
-            raise _no_weights_error(config)
-        fetch_preset_weights(config)  # converts into the cache, with the release's heads
-        config = load_preset_config(name_or_dir)  # now names the cached weights and task
+    if load_weights:
+        config = preset_with_weights(name_or_dir)
     encoder = build_encoder(**config.architecture, dtype=dtype)
     _check_sizes(config, encoder)
     same_task = task == config.task

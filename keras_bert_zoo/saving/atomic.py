@@ -86,6 +86,39 @@ def replace_directory(source: Path, destination: Path) -> None:
     fsync_path(destination.parent)
 
 
+def check_replaceable(
+    destination,
+    own: set,
+    overwrite: bool,
+    holds: str,
+    fix: str = "Choose another directory, or pass overwrite=True to replace it.",
+) -> Path:
+    """`destination` as a Path if writing it loses nothing its writer did not write.
+
+    A missing or empty directory may be written; one holding only `own` names (an earlier
+    result of the same writer) needs `overwrite`; one holding anything else is refused with
+    those names, `overwrite` or not, since replacing the directory would delete them.
+    `holds` says what an earlier result is ("a version"), `fix` what to do about it.
+    """
+    destination = Path(destination)
+    if not destination.exists():
+        return destination
+    if not destination.is_dir():
+        raise ValueError(f"{destination} is a file; expected a directory to write {holds} in.")
+    names = sorted(p.name for p in destination.iterdir())
+    foreign = [name for name in names if name not in own]
+    if foreign:
+        listed = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ValueError(
+            f"{destination} holds files kbz did not write ({listed}); writing {holds} there "
+            "would delete them, so nothing was written. Move them elsewhere, or choose "
+            "another directory."
+        )
+    if names and not overwrite:
+        raise ValueError(f"{destination} already holds {holds}. {fix}")
+    return destination
+
+
 @contextlib.contextmanager
 def staged_directory(destination) -> Iterator[Path]:
     """Yields an empty directory beside `destination`; on success it replaces `destination`.
@@ -117,6 +150,10 @@ def staged_file(destination) -> Iterator[Path]:
     ...     model.save_weights(temporary)
     """
     destination = Path(destination)
+    if destination.is_dir():  # named here, not by the rename of a temporary name onto it
+        raise IsADirectoryError(
+            errno.EISDIR, "Is a directory; expected the name of a file to write", str(destination)
+        )
     destination.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(  # same suffixes: Keras checks ".weights.h5"
         prefix=f".{destination.name}.",

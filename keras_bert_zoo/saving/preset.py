@@ -18,8 +18,9 @@ from pathlib import Path
 
 from keras_bert_zoo.architecture import check_architecture, parameter_count
 from keras_bert_zoo.choices import POOLING_MODES
-from keras_bert_zoo.saving.atomic import staged_directory
+from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory
 from keras_bert_zoo.saving.checksums import (
+    CHECKSUM_FILE,
     read_checksums,
     resolve_inside,
     sha256_file,
@@ -32,6 +33,13 @@ from keras_bert_zoo.saving.weights import read_weights, save_weights
 PRESET_FILE = "preset.json"
 VOCABULARY_FILE = "vocab.txt"
 WEIGHTS_FILE = "model.weights.safetensors"
+# What a preset directory, or a Hugging Face / sentence-transformers one written by
+# `kbz convert --to huggingface`, holds: `overwrite` replaces such a directory only.
+WRITTEN_FILES = {
+    PRESET_FILE, VOCABULARY_FILE, WEIGHTS_FILE, CHECKSUM_FILE, "config.json",
+    "model.safetensors", "tokenizer_config.json", "special_tokens_map.json", "modules.json",
+    "1_Pooling", "2_Normalize", "sentence_bert_config.json",
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,14 +156,9 @@ def read_preset_weights(config: PresetConfig) -> dict:
 
 
 def check_new_directory(directory, overwrite: bool) -> Path:
-    """`directory` as a Path, if it does not exist yet or may be replaced."""
-    directory = Path(directory)
-    if directory.exists() and not overwrite:
-        raise ValueError(
-            f"{directory} already exists. Choose a new directory, or pass "
-            "overwrite=True (--overwrite on the command line) to replace it."
-        )
-    return directory
+    """`directory` as a Path, if it does not exist yet or may be replaced: `overwrite`
+    replaces an earlier preset or converted checkpoint, never a folder of other files."""
+    return check_replaceable(directory, WRITTEN_FILES, overwrite, "a preset or checkpoint")
 
 
 def write_preset_directory(

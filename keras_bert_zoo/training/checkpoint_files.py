@@ -19,6 +19,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from keras_bert_zoo.console import status
 from keras_bert_zoo.lora import base_kernels, lora_variables
 from keras_bert_zoo.saving.atomic import staged_file, write_json
 from keras_bert_zoo.saving.checksums import sha256_file
@@ -160,10 +161,11 @@ def _damage(directory: Path, entry: dict) -> str | None:
     return None
 
 
-def restore(model: keras.Model, directory) -> int:
+def restore(model: keras.Model, directory, total_steps: int | None = None) -> int:
     """Loads the newest intact checkpoint into `model` (and its optimizer); returns the
-    steps it holds. A damaged checkpoint (truncated, corrupted, missing) is skipped with a
-    warning naming the file; its steps are then trained again."""
+    steps it holds, and says so in one `console.status` line ("... of `total_steps`"). A
+    damaged checkpoint (truncated, corrupted, missing) is skipped with a warning naming the
+    file; its steps are then trained again."""
     directory = Path(directory)
     for stale in directory.glob(".ckpt-*"):  # a write cut short by a kill (we hold the lock)
         stale.unlink()
@@ -177,7 +179,13 @@ def restore(model: keras.Model, directory) -> int:
             )
             continue
         _load(model, directory, entry)
-        logger.info("Resumed from %s (step %d).", entry["weights"], entry["step"])
+        of = f" of {total_steps}" if total_steps else ""
+        status.info(
+            "Resumed from checkpoint %s at step %d%s.",
+            directory / entry["weights"],
+            entry["step"],
+            of,
+        )
         return int(entry["step"])
     return 0
 

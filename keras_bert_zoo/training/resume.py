@@ -8,8 +8,8 @@ run, the last interval is shorter, so exactly `total_steps` steps are trained. A
 `fit_resumable` restores the newest intact one, positions the data at its step (a stream
 callable `start_step -> dataset` starts there at once; a plain dataset skips the batches
 already seen) and goes on: the same command after a kill ends with the weights of an
-uninterrupted run. A NaN or Inf loss stops the run (`TerminateOnNaN`) without overwriting
-the last good checkpoint.
+uninterrupted run, and says so in one line (`console.status`). A NaN or Inf loss stops the
+run (`TerminateOnNaN`) without overwriting the last good checkpoint.
 """
 
 import itertools
@@ -21,6 +21,7 @@ import keras
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE, ResumeCheckpoint, restore
 from keras_bert_zoo.training.distributed import StrategyTrainer
+from keras_bert_zoo.training.progress import StepProgress, fit_verbose
 
 tf = require_tensorflow(TF_DATA_PIPELINES)
 
@@ -99,11 +100,12 @@ def fit_resumable(
     steps_per_checkpoint: int,
     directory,
     callbacks=(),
-    verbose: int = 1,
+    verbose="auto",
     strategy=None,
     jit_compile: bool = False,
     keep_checkpoints: int = 3,
     checkpoint_every_minutes=None,
+    progress: str = "epochs",
 ):
     """`model.fit` over an endless seeded `dataset` for `total_steps`, resuming if possible.
 
@@ -121,15 +123,23 @@ def fit_resumable(
             `model.fit` fails there; otherwise `model.fit` (compiled as the model was).
         checkpoint_every_minutes: also checkpoint after the first step that ends this many
             minutes after the previous checkpoint (or the start of this attempt).
+        verbose: Keras' fit verbosity; "auto" is a live bar at a terminal, one plain line
+            per interval otherwise (`progress.fit_verbose`).
+        progress: "epochs" (Keras' own display: intervals are epochs) or "steps" (the run's
+            steps, `progress.StepProgress`: intervals are checkpoint intervals).
 
     >>> history = fit_resumable(model, dataset, 1000, 100, "out/checkpoints")
     """
     check_minutes(checkpoint_every_minutes)
     sizes = interval_sizes(total_steps, steps_per_checkpoint)
-    start = restore(model, directory)
+    start = restore(model, directory, total_steps)
     if start >= total_steps:
         logger.info("The run in %s is already complete.", directory)
     checkpoint = ResumeCheckpoint(directory, keep_checkpoints, start, checkpoint_every_minutes)
+    verbose, shown = fit_verbose(verbose), []
+    if progress == "steps" and verbose:
+        shown = [StepProgress(total_steps, start, live=verbose == 1)]
+        verbose = 0
     merged = keras.callbacks.History()
     merged.history = {}
     for initial_epoch, epochs, steps_per_epoch, first, steps in _fit_calls(sizes, start):
@@ -141,6 +151,7 @@ def fit_resumable(
             callbacks=[
                 StopAfterSteps(steps),
                 *callbacks,  # before the checkpoint: what they record is then saved with it
+                *shown,  # after them: it shows what they add to the logs
                 checkpoint,
                 keras.callbacks.TerminateOnNaN(),
             ],

@@ -22,6 +22,7 @@ from keras_bert_zoo.data.pretraining import instances as data
 from keras_bert_zoo.data.pretraining import text
 from keras_bert_zoo.data.pretraining.datasets import batches, locate, stream_seed
 from keras_bert_zoo.data.pretraining.records import feature_spec, instance_features
+from keras_bert_zoo.data.readers import gunzip
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
 
@@ -36,7 +37,8 @@ def _source_lines(source) -> list:
     lines = []
     for path in text.expand_input_patterns(source):
         with tf.io.gfile.GFile(path, "rb") as handle:
-            lines.extend(handle.read().decode("utf-8").split("\n") + [""])  # file = document end
+            content = gunzip(handle.read()).decode("utf-8")  # .gz read transparently
+            lines.extend(content.split("\n") + [""])  # a file ends a document
     return lines
 
 

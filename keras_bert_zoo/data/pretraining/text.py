@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from keras_bert_zoo.data.readers import gunzip
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.vocabulary import is_uncased, load_vocabulary
@@ -176,6 +177,11 @@ def expand_input_patterns(patterns, flag: str = "--input_file") -> list:
     files = []
     for pattern in (str(p).strip() for p in patterns):
         matches = sorted(m for m in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(m))
+        if pattern and tf.io.gfile.isdir(pattern):
+            raise FileNotFoundError(
+                f"{flag}: {pattern} is a directory; expected text files (paths or globs, "
+                f"e.g. {flag} '{pattern.rstrip('/')}/*.txt')."
+            )
         if not pattern or not matches:
             raise FileNotFoundError(f"{flag}: no file matches {pattern!r}.")
         files.extend(m for m in matches if m not in files)
@@ -243,7 +249,7 @@ def tokenize_documents(
 def _load_file(path: str, tokenize_lines, vocab, input_format, max_seq_length) -> list:
     try:
         with tf.io.gfile.GFile(path, "rb") as handle:
-            content = handle.read().decode("utf-8")
+            content = gunzip(handle.read()).decode("utf-8")  # .gz read transparently
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not UTF-8 text ({error}).") from error
     documents = documents_from_lines(content.split("\n"), input_format)
