@@ -223,7 +223,7 @@ def _add_predict(subcommands) -> None:
         "--sequence-length",
         type=int,
         default=None,
-        help="default: the run's own (128 for a plain preset)",
+        help="default: the run's own (the length its preset records; else 128)",
     )
     add_compile_arguments(
         predict,
@@ -259,7 +259,14 @@ def _add_export(subcommands) -> None:
         default=None,
         help="preset whose vocabulary the string signature uses (needed for a .keras model)",
     )
-    export.add_argument("--sequence-length", type=int, default=128)
+    export.add_argument(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="tokens per text of the string signature (default: the length the preset "
+        "records: a kbz finetune run's --sequence-length, a sentence-transformers model's "
+        "max_seq_length; else 128)",
+    )
     export.add_argument(
         "--ids-only", action="store_true", help="only the serve_token_ids signature"
     )

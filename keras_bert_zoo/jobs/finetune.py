@@ -17,6 +17,9 @@ import keras
 
 from keras_bert_zoo.choices import PREDICTION_FILES, finetune_settings
 from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
+from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.jobs.rundir import RunDirectory
+from keras_bert_zoo.jobs.validation import ValidationCallback
 from keras_bert_zoo.lora import check_targets, enable_lora, merge_lora
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -26,12 +29,9 @@ from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching, bucket_choice
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
-from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
-from keras_bert_zoo.jobs.rundir import RunDirectory
-from keras_bert_zoo.jobs.validation import ValidationCallback
 
 logger = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ def run_finetune(
         )
         model = write_lora_outputs(model, lora_rank, output)
         save_model_file(model, output / "model.keras")
-        save_preset(model, output / "preset", overwrite=True)
+        save_preset(model, output / "preset", overwrite=True, sequence_length=sequence_length)
         if export:
             export_saved_model(
                 model, output / "export" / "1", preprocessor=preprocessor, overwrite=True

@@ -20,16 +20,16 @@ import tensorflow as tf
 
 from keras_bert_zoo.choices import finetune_settings
 from keras_bert_zoo.export.saved_model import export_on_this_backend, export_saved_model
+from keras_bert_zoo.jobs.embed import embed_texts, load_embedder, read_lines, recall_at_k
+from keras_bert_zoo.jobs.finetune import check_lora, write_lora_outputs
+from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.layers.pooling import InBatchSimilarity
 from keras_bert_zoo.lora import enable_lora
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_preset
-from keras_bert_zoo.jobs.embed import embed_texts, load_embedder, read_lines, recall_at_k
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
-from keras_bert_zoo.jobs.rundir import RunDirectory
-from keras_bert_zoo.jobs.finetune import check_lora, write_lora_outputs
 
 logger = logging.getLogger(__name__)
 HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
@@ -216,7 +216,7 @@ def run_finetune_embed(
             "loss": losses,
         }
         embedder = write_lora_outputs(embedder, lora_rank, output)
-        save_preset(embedder, output / "preset", overwrite=True)
+        save_preset(embedder, output / "preset", overwrite=True, sequence_length=sequence_length)
         if export:
             export_saved_model(
                 embedder, output / "export" / "1", preprocessor=preprocessor, overwrite=True

@@ -9,12 +9,12 @@ labels or answers, the same metrics as `kbz finetune` are returned too.
 import json
 from pathlib import Path
 
+from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching
-from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
-from keras_bert_zoo.jobs.rundir import MANIFEST
 
 # Settings of a fine-tuning run that prediction reuses unless given.
 _RUN_OPTIONS = {
@@ -78,7 +78,7 @@ def run_predict(
             f"--model {model} holds a {config.task} model, not a {task}. Predict "
             "with the task it was fine-tuned for."
         )
-    length = sequence_length or settings.get("sequence_length") or 128
+    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
     defaults = {k: settings[k] for k in _RUN_OPTIONS[task] if k in settings}
     if "text_columns" in defaults:
         defaults["text_columns"] = tuple(defaults["text_columns"])

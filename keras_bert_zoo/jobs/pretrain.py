@@ -13,6 +13,14 @@ import keras
 from keras_bert_zoo.data.pretraining.datasets import RecordStream
 from keras_bert_zoo.data.pretraining.masking import MaskingStream
 from keras_bert_zoo.data.pretraining.text import expand_input_patterns
+from keras_bert_zoo.jobs.finetune import (
+    check_flags,
+    check_length,
+    check_rates,
+    settings_of,
+    tensorboard,
+)
+from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.pretraining import compile_pretrainer
@@ -23,14 +31,6 @@ from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
-from keras_bert_zoo.jobs.rundir import RunDirectory
-from keras_bert_zoo.jobs.finetune import (
-    check_flags,
-    check_length,
-    check_rates,
-    settings_of,
-    tensorboard,
-)
 
 DEFAULT_CHECKPOINT_EVERY = 1000  # steps, as google-research/bert's save_checkpoints_steps
 
@@ -171,6 +171,7 @@ def run_pretrain(
             output / "preset",
             overwrite=True,
             metadata={"provenance": f"kbz pretrain of {preset}, {num_train_steps} steps"},
+            sequence_length=max_seq_length,
         )
         run.complete(results)
     return results
