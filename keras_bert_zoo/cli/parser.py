@@ -210,7 +210,10 @@ def _add_predict(subcommands) -> None:
         "--model", required=True, help="a kbz finetune output directory, or a fine-tuned preset"
     )
     predict.add_argument(
-        "--input", required=True, help="GLUE TSV (label column optional), CoNLL or SQuAD JSON file"
+        "--input",
+        required=True,
+        help="GLUE TSV (label column optional), CoNLL (tag column optional: one word per line) "
+        "or SQuAD JSON (answers optional); metrics only where labels are given",
     )
     predict.add_argument(
         "--output",

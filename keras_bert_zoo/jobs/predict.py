@@ -2,8 +2,10 @@
 
 The model comes from a `kbz finetune` output directory (its `preset/`, and the settings in
 its `run.json`: sequence length, text columns, QA windows) or from any preset directory
-saved from a task model. Inputs are read as `kbz finetune` reads them; when they carry
-labels or answers, the same metrics as `kbz finetune` are returned too.
+saved from a task model. Inputs are read as `kbz finetune` reads them, except that labels
+are optional (a TSV without its label column, a words-only CoNLL file, SQuAD questions
+without answers); when they carry labels or answers, the same metrics as `kbz finetune` are
+returned too.
 """
 
 import json
@@ -55,7 +57,8 @@ def run_predict(
     Args:
         task: "classifier", "tagger" or "question_answerer".
         model: a `kbz finetune` output directory, or a preset directory of a task model.
-        input: a GLUE TSV (the label column optional), a CoNLL file or a SQuAD JSON file.
+        input: a GLUE TSV (the label column optional), a CoNLL file (the tag column
+            optional) or a SQuAD JSON file (answers optional).
         output: the TSV / CoNLL / `predictions.json` path (QA also writes
             `nbest_predictions.json` beside it).
         options: task reading options (`text_columns`, `doc_stride`, ...) and for QA
