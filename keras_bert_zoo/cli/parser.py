@@ -263,14 +263,6 @@ def _add_export(subcommands) -> None:
         help="preset whose vocabulary the string signature uses (needed for a .keras model)",
     )
     export.add_argument(
-        "--sequence-length",
-        type=int,
-        default=None,
-        help="tokens per text of the string signature (default: the length the preset "
-        "records: a kbz finetune run's --sequence-length, a sentence-transformers model's "
-        "max_seq_length; else 128)",
-    )
-    export.add_argument(
         "--ids-only", action="store_true", help="only the serve_token_ids signature"
     )
     export.add_argument("--overwrite", action="store_true")
