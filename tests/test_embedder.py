@@ -3,7 +3,9 @@ on the real all-MiniLM-L6-v2, and the string-in SavedModel in a process without 
 
 tests/fixtures/minilm_st_embeddings.npz holds `SentenceTransformer(...).encode(sentences)` of
 the checkpoint, recorded by tools/record_embedding_reference.py (versions, model files'
-sha256 and the command in the .json beside it).
+sha256 and the command in the .json beside it); minilm_st_long_embeddings.npz the same for
+SQuAD paragraphs of 135-380 tokens (sentence-transformers truncates at its max_seq_length,
+256), recorded by tools/record_long_embedding_reference.py with its recipe.
 """
 
 import json
@@ -21,6 +23,7 @@ from tests.conftest import TINY, random_inputs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NAME = "minilm_st_embeddings"
+LONG = "minilm_st_long_embeddings"
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +34,16 @@ def reference():
 @pytest.fixture(scope="module")
 def provenance():
     return json.loads((FIXTURES / f"{NAME}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def long_reference():
+    return dict(np.load(FIXTURES / f"{LONG}.npz", allow_pickle=False))
+
+
+@pytest.fixture(scope="module")
+def long_provenance():
+    return json.loads((FIXTURES / f"{LONG}.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +177,57 @@ def test_minilm_embedder_from_raw_strings(minilm_embedder, minilm_preset, refere
     assert similarity[0, 1] > 0.5 > similarity[0, 2]  # paraphrase vs unrelated
 
 
+def test_long_reference_provenance(long_provenance, long_reference):
+    counts = long_provenance["token_counts_untruncated"]
+    assert long_provenance["max_seq_length"] == 256 and min(counts) > 128
+    assert max(c for c in counts if c <= 256) == 256 and max(counts) > 256  # one is cut
+    assert long_provenance["texts_source"]["license"] == "CC BY-SA 4.0"
+    assert {"transformers", "torch", "model_files_sha256", "pipeline", "tolerance"} <= set(
+        long_provenance
+    )
+    assert long_reference["embeddings"].shape == (len(long_provenance["texts"]), 384)
+
+
+def test_converted_sentence_transformers_dir_keeps_its_max_seq_length(minilm_preset):
+    """`kbz convert` records sentence_bert_config.json's max_seq_length (issue 30, 12)."""
+    assert kbz.presets.load_preset_config(str(minilm_preset)).sequence_length == 256
+    assert kbz.BertPreprocessor.from_preset(str(minilm_preset)).sequence_length == 256
+    assert kbz.presets.load_preset_config("all_minilm_l6_v2").sequence_length == 256
+
+
+def test_minilm_equals_sentence_transformers_on_texts_up_to_256_tokens(
+    minilm_embedder, minilm_preset, long_reference, long_provenance, tmp_path
+):
+    """`task="embedder"` with the preset's preprocessor and `kbz embed`, no length given,
+    give `SentenceTransformer.encode`'s vectors of paragraphs of 135-380 tokens."""
+    from keras_bert_zoo.cli import main
+
+    texts = long_provenance["texts"]
+    inputs = kbz.BertPreprocessor.from_preset(str(minilm_preset))(np.array(texts))
+    np.testing.assert_array_equal(np.asarray(inputs["token_ids"]), long_reference["token_ids"])
+    vectors = np.asarray(minilm_embedder(inputs))
+    assert np.abs(vectors - long_reference["embeddings"]).max() < 1e-5
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    command = ["embed", "--model", str(minilm_preset), "--input", str(tmp_path / "in.txt")]
+    assert main([*command, "--output", str(tmp_path / "out.npy")]) == 0
+    embedded = np.load(tmp_path / "out.npy")
+    assert np.abs(embedded - long_reference["embeddings"]).max() < 1e-5
+    assert (
+        main([*command, "--output", str(tmp_path / "short.npy"), "--sequence-length", "128"]) == 0
+    )
+    assert np.abs(np.load(tmp_path / "short.npy") - embedded).max() > 1e-2  # 128 differs
+
+
+def test_to_huggingface_writes_the_max_seq_length_back(minilm_preset, tmp_path):
+    from keras_bert_zoo.cli import main
+
+    assert main(["convert", str(minilm_preset), str(tmp_path / "hf"), "--to", "huggingface"]) == 0
+    config = json.loads((tmp_path / "hf" / "sentence_bert_config.json").read_text())
+    assert config["max_seq_length"] == 256
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
+    assert kbz.presets.load_preset_config(str(tmp_path / "back")).sequence_length == 256
+
+
 # --- export --------------------------------------------------------------------------------
 
 LOADER = r"""
@@ -182,11 +246,15 @@ print(json.dumps(sorted(out)))
 
 @pytest.mark.e2e
 def test_exported_embedder_serves_raw_strings_without_the_package(
-    minilm_embedder, minilm_preset, reference, provenance, tmp_path
+    minilm_preset, reference, provenance, long_reference, long_provenance, tmp_path
 ):
-    pre = kbz.BertPreprocessor.from_preset(str(minilm_preset), sequence_length=64)
-    kbz.export_saved_model(minilm_embedder, tmp_path / "emb" / "1", preprocessor=pre)
-    (tmp_path / "texts.json").write_text(json.dumps(provenance["sentences"]))
+    """`kbz export` of a converted sentence-transformers preset cuts texts at its
+    max_seq_length (256) without being told, as `SentenceTransformer.encode` (issue 30, 12)."""
+    from keras_bert_zoo.cli import main
+
+    assert main(["export", str(minilm_preset), str(tmp_path / "emb" / "1")]) == 0
+    texts = provenance["sentences"] + long_provenance["texts"]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
     ran = subprocess.run(
         [
             sys.executable,
@@ -203,7 +271,8 @@ def test_exported_embedder_serves_raw_strings_without_the_package(
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert json.loads(ran.stdout.strip().splitlines()[-1]) == ["embeddings"]
     served = np.load(tmp_path / "out.npy")
-    assert np.abs(served - reference["embeddings"]).max() < 1e-5
+    expected = np.concatenate([reference["embeddings"], long_reference["embeddings"]])
+    assert np.abs(served - expected).max() < 1e-5
 
 
 # --- kbz embed ------------------------------------------------------------------------------

@@ -331,3 +331,30 @@ def test_kbz_export_cli_from_preset_and_keras_file(tmp_path, capsys):
     assert set(loaded.signatures) == {"serve_token_ids", "serving_default"}
     inputs = loaded.signatures["serving_default"].structured_input_signature[1]
     assert set(inputs) == {"token_ids", "segment_ids", "padding_mask"}
+
+
+def test_kbz_export_defaults_to_the_length_the_preset_records(tmp_path, capsys):
+    """A run's preset records its --sequence-length; `kbz export` takes it (issue 30, 9)."""
+    from keras_bert_zoo.cli import main
+    from keras_bert_zoo.cli.parser import build_parser
+
+    model = kbz.build_classifier(_encoder(), num_classes=2)
+    vocabulary = kbz.presets.load_preset_config("bert_tiny_en_uncased").vocabulary_path
+    preset = kbz.save_preset(
+        model, tmp_path / "preset", vocabulary=vocabulary, lowercase=True, sequence_length=20
+    )
+    assert json.loads((preset / "preset.json").read_text())["sequence_length"] == 20
+    assert kbz.presets.load_preset_config(str(preset)).sequence_length == 20
+    assert main(["export", str(preset), str(tmp_path / "a" / "1")]) == 0
+    assert "(classifier, 20 tokens)" in capsys.readouterr().out
+    loaded = tf.saved_model.load(str(tmp_path / "a" / "1"))
+    inputs = loaded.signatures["serve_token_ids"].structured_input_signature[1]
+    assert inputs["token_ids"].shape.as_list() == [None, 20]
+    # a re-saved model keeps its preset's length unless told another
+    again = kbz.save_preset(kbz.from_preset(str(preset)), tmp_path / "again")
+    assert kbz.presets.load_preset_config(str(again)).sequence_length == 20
+    help_text = build_parser()._subparsers._group_actions[0].choices["export"].format_help()
+    assert "default: the length the preset records" in " ".join(help_text.split())
+    with pytest.raises(ValueError, match="`sequence_length` must be an integer from 2"):
+        kbz.save_preset(model, tmp_path / "bad", vocabulary=vocabulary, lowercase=True,
+                        sequence_length=600)  # fmt: skip

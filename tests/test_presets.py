@@ -109,6 +109,30 @@ def test_save_preset_round_trip(saved_tiny):
     assert (again / "vocab.txt").read_bytes() == (directory / "vocab.txt").read_bytes()
 
 
+def test_from_preset_of_a_fine_tuned_preset_gives_its_task_model(saved_tiny, tmp_path):
+    """The README's LoRA flow, `save_preset(merge_lora(model))` then `from_preset(dir)`, gives
+    the classifier back, not its bare encoder; `task="encoder"` asks for that (issue 30, 4)."""
+    _, directory = saved_tiny
+    model = kbz.from_preset(
+        str(directory), task="classifier", num_classes=2, label_names=["n", "p"]
+    )
+    kbz.enable_lora(model, rank=2)
+    merged = kbz.merge_lora(model)
+    head = merged.get_layer("classifier_head")
+    head.set_weights([w + 0.5 for w in head.get_weights()])  # a head the preset must carry
+    finetuned = kbz.save_preset(merged, tmp_path / "my_finetuned")
+    restored = kbz.from_preset(str(finetuned))
+    assert restored.task == "classifier" and restored.task_config["label_names"] == ["n", "p"]
+    inputs = random_inputs()
+    np.testing.assert_array_equal(restored(inputs), merged(inputs))
+    encoder = kbz.from_preset(str(finetuned), task="encoder")
+    assert encoder.task == "encoder" and set(encoder(inputs)) == {
+        "sequence_output",
+        "pooled_output",
+    }
+    assert kbz.from_preset(str(directory)).task == "encoder"  # an encoder preset: as before
+
+
 def test_save_preset_refuses_to_overwrite(saved_tiny, tmp_path):
     encoder, directory = saved_tiny
     with pytest.raises(ValueError, match="already holds a preset.*pass overwrite=True"):

@@ -140,6 +140,23 @@ def test_bad_conll(tmp_path, text, line, expected):
     _assert_names_file_and_line(data.read_conll, path, line, expected)
 
 
+def test_words_only_conll_reads_as_text_to_tag_but_not_for_training(tmp_path):
+    """`kbz predict tag` labels new text: one word per line, no tag column (issue 30, 1)."""
+    path = write(tmp_path, "words.conll", "Ada\nLovelace\nwrote\n\nParis\n")
+    text = data.read_conll(path, tag_names=["O", "B-person"], labels_optional=True)
+    assert [s.words for s in text.sentences] == [["Ada", "Lovelace", "wrote"], ["Paris"]]
+    assert [s.line for s in text.sentences] == [1, 5] and not text.labelled
+    assert text.tag_ids == [] and text.tag_names == ["O", "B-person"]
+    tagged = data.read_conll(write(tmp_path, "t.conll", "Ada\tB-person\n"), labels_optional=True)
+    assert tagged.labelled and tagged.sentences[0].tags == ["B-person"]
+    with pytest.raises(ValueError, match="line 1: has 1 columns, expected 2"):
+        data.read_conll(path)  # training still needs its tags
+    mixed = write(tmp_path, "mixed.conll", "Ada\nLovelace\tB-person\n")
+    _assert_names_file_and_line(
+        lambda p: data.read_conll(p, labels_optional=True), mixed, 2, r"expected 1 \(a word"
+    )
+
+
 def test_conll_unseen_tag(tmp_path):
     path = write(tmp_path, "dev.conll", "a\tO\nb\tB-person\n\nc\tB-planet\n")
     with pytest.raises(ValueError) as error:
@@ -191,6 +208,22 @@ def test_squad_answer_text_mismatch_names_file_line_and_question(tmp_path):
     )
     with pytest.raises(ValueError, match=r"line 1, column \d+ \(question id 'q-1'\)"):
         data.read_squad(one_line)
+
+
+def test_squad_questions_without_answers_read_for_prediction_only(tmp_path):
+    """`kbz predict qa` answers new questions: no `answers` at all (issue 30, 1)."""
+    document = json.loads(squad_json(None))
+    del document["data"][0]["paragraphs"][0]["qas"][0]["answers"]
+    path = write(tmp_path, "questions.json", json.dumps(document))
+    (example,) = data.read_squad(path, answers_optional=True)
+    assert (example.question, example.answers, example.labelled) == ("Who?", (), False)
+    assert not example.is_impossible
+    (impossible,) = data.read_squad(
+        write(tmp_path, "v2.json", squad_json(None, True)), answers_optional=True
+    )
+    assert impossible.labelled  # "no answer" is a label
+    with pytest.raises(ValueError, match="question has no answers"):
+        data.read_squad(path)  # training and evaluation still need them
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,10 @@ def test_finetune_cli_writes_everything(tiny_preset, tmp_path, task, train, vali
     ).is_file()
     task_name = {"classify": "classifier", "tag": "tagger", "qa": "question_answerer"}[task]
     restored = kbz.from_preset(str(output / "preset"), task=task_name)
+    # the preset records the run's length, the default of `kbz export` (issue 30, 9)
+    length = 64 if task != "qa" else 96
+    assert kbz.presets.load_preset_config(str(output / "preset")).sequence_length == length
+    assert kbz.BertPreprocessor.from_preset(str(output / "preset")).sequence_length == length
     reloaded = keras.models.load_model(output / "model.keras", safe_mode=True)
     x = {
         "token_ids": np.full((2, 16), 1000, "int32"),

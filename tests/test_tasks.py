@@ -138,6 +138,7 @@ def test_question_answerer_masks_padding(encoder):
         ("classifier", {"num_classes": 2}, None),
         ("tagger", {"num_tags": 3}, None),
         ("question_answerer", {}, "start_logits"),
+        ("embedder", {"pooling": "cls"}, None),
         ("pretrainer", {"max_predictions": 4}, "nsp_logits"),
     ],
 )
@@ -152,9 +153,19 @@ def test_task_presets_save_and_reload_with_their_heads(encoder, tmp_path, task, 
     a, b = model(x), restored(x)
     a, b = (a[output], b[output]) if output else (a, b)
     np.testing.assert_array_equal(a, b)
-    # the same preset as a bare encoder: head weights are left unused, encoder identical
-    # (tagger and QA graphs hold no pooler, so theirs is new)
-    bare = kbz.from_preset(str(directory))
+    # without `task`, a fine-tuned preset gives its own task model (issue 30, 4); a
+    # pretrainer preset (a checkpoint's MLM/NSP heads) gives the encoder
+    default = kbz.from_preset(str(directory))
+    if task == "pretrainer":
+        assert default.task == "encoder"
+    else:
+        assert (default.task, default.task_config) == (task, restored.task_config)
+        a, b = model(x), default(x)
+        a, b = (a[output], b[output]) if output else (a, b)
+        np.testing.assert_array_equal(a, b)
+    # the same preset as a bare encoder on request: head weights are left unused, encoder
+    # identical (tagger and QA graphs hold no pooler, so theirs is new)
+    bare = kbz.from_preset(str(directory), task="encoder")
     keys = ["sequence_output"] + (["pooled_output"] if task in ("classifier", "pretrainer") else [])
     for key in keys:
         np.testing.assert_array_equal(

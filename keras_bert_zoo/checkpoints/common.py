@@ -41,8 +41,9 @@ class Converted:
     `origins` maps each of our paths to the source variable name(s), for error messages;
     `new` lists our paths the checkpoint lacks (initialised fresh, and logged); `embedder`
     the sentence-embedding pooling the checkpoint was trained with, if it says (the preset's
-    `embedder` block); `task` and `task_config` a fine-tuned head's task and settings
-    (classifier, tagger, question_answerer), whose variables are in `tensors`.
+    `embedder` block) and `sequence_length` the length it truncates texts to (a
+    sentence-transformers `max_seq_length`); `task` and `task_config` a fine-tuned head's
+    task and settings (classifier, tagger, question_answerer), whose variables are in `tensors`.
     """
 
     architecture: dict
@@ -58,6 +59,7 @@ class Converted:
     embedder: dict | None = None
     task: str | None = None
     task_config: dict = dataclasses.field(default_factory=dict)
+    sequence_length: int | None = None
 
 
 def apply_rule(rule: str | None, arrays: list) -> np.ndarray:
@@ -208,4 +210,5 @@ def save_converted(
         lowercase=converted.lowercase,
         metadata=metadata,
         overwrite=overwrite,
+        sequence_length=converted.sequence_length,
     )

@@ -6,7 +6,8 @@ heads become our pretrainer's MLM/NSP heads. `BertForSequenceClassification`,
 question_answerer preset with its head and label names (`huggingface_tasks`). A
 sentence-transformers directory (`modules.json` naming a `Pooling` module, and maybe
 `Normalize`) also gives the preset's `embedder` block, so `kbz.from_preset(dir,
-task="embedder")` pools as the checkpoint was trained. Weights are read
+task="embedder")` pools as the checkpoint was trained, and its `max_seq_length` the preset's
+`sequence_length`, so texts are truncated where sentence-transformers truncates. Weights are read
 with safetensors only: pickle (`pytorch_model.bin`) runs code when loaded and is refused unless
 `allow_pickle=True`.
 """
@@ -26,7 +27,10 @@ from keras_bert_zoo.checkpoints.common import (
     save_converted,
 )
 from keras_bert_zoo.checkpoints.huggingface_tasks import read_huggingface_task
-from keras_bert_zoo.checkpoints.sentence_transformers import read_sentence_transformers_pooling
+from keras_bert_zoo.checkpoints.sentence_transformers import (
+    read_sentence_transformers_length,
+    read_sentence_transformers_pooling,
+)
 from keras_bert_zoo.saving.vocabulary import is_uncased
 from keras_bert_zoo.saving.weights import read_weights
 
@@ -275,6 +279,7 @@ def read_huggingface(source, allow_pickle: bool = False) -> Converted:
         f"Converted from the Hugging Face checkpoint {source.resolve()}.",
     )
     result.embedder = read_sentence_transformers_pooling(source)
+    result.sequence_length = read_sentence_transformers_length(source, architecture)
     result.task, result.task_config = task, task_config
     return result
 

@@ -69,8 +69,8 @@ def check_exportable_task(task: str, task_config: dict, source: str) -> None:
         raise ValueError(
             f"{source}: the {task} head has settings {unknown} that "
             f"{TASK_HEADS[task][0]} does not have (a head of another structure); nothing was "
-            "written. Export the encoder instead: kbz.from_preset(PRESET) gives it, and "
-            "kbz.save_preset writes it as a preset of task 'encoder'."
+            "written. Export the encoder instead: kbz.from_preset(PRESET, task='encoder') gives "
+            "it, and kbz.save_preset writes it as a preset of task 'encoder'."
         )
 
 

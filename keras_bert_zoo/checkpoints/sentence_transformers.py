@@ -3,7 +3,9 @@
 sentence-transformers saves its pipeline in `modules.json` (`Transformer` -> `Pooling` ->
 optional `Normalize`), the pooling mode in the `Pooling` module's `config.json`. This reads
 them (JSON only, no sentence-transformers import) into `{"pooling", "normalize"}`, the
-arguments of `kbz.build_embedder`, and writes them back for `kbz convert --to huggingface`.
+arguments of `kbz.build_embedder`, and `sentence_bert_config.json`'s `max_seq_length` (where
+`SentenceTransformer.encode` truncates) into the preset's `sequence_length`; and writes them
+back for `kbz convert --to huggingface`.
 """
 
 import json
@@ -61,11 +63,42 @@ def read_sentence_transformers_pooling(source: Path) -> dict | None:
     return {"pooling": modes[0], "normalize": "Normalize" in types}
 
 
-def write_sentence_transformers_files(directory: Path, architecture: dict, embedder: dict) -> None:
+def read_sentence_transformers_length(source: Path, architecture: dict) -> int | None:
+    """`max_seq_length` of `sentence_bert_config.json` (None without one), at most the
+    encoder's `max_sequence_length` (sentence-transformers could not embed more either).
+
+    >>> read_sentence_transformers_length(Path("all-MiniLM-L6-v2"), architecture)
+    256
+    """
+    config_file = source / "sentence_bert_config.json"
+    if not config_file.is_file():
+        return None
+    length = _json_file(config_file).get("max_seq_length")
+    maximum = architecture["max_sequence_length"]
+    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
+        logger.warning(
+            "%s: max_seq_length %r is not a length; the preset records none.", config_file, length
+        )
+        return None
+    if length > maximum:
+        logger.warning(
+            "%s: max_seq_length %d exceeds the encoder's %d positions; the preset records %d.",
+            config_file,
+            length,
+            maximum,
+            maximum,
+        )
+    return min(length, maximum)
+
+
+def write_sentence_transformers_files(
+    directory: Path, architecture: dict, embedder: dict, sequence_length: int | None = None
+) -> None:
     """Writes `modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json` for `embedder`.
 
     The files sentence-transformers reads beside a transformers BERT directory to pool (and
-    normalise) as `kbz.build_embedder(**embedder)` does; `max_seq_length` is the encoder's.
+    normalise) as `kbz.build_embedder(**embedder)` does; `max_seq_length` is the preset's
+    `sequence_length` (a converted sentence-transformers model's own), else the encoder's.
     """
     pooling = embedder.get("pooling", "mean")
     modules = [
@@ -84,7 +117,7 @@ def write_sentence_transformers_files(directory: Path, architecture: dict, embed
         "modules.json": modules,
         "1_Pooling/config.json": config,
         "sentence_bert_config.json": {
-            "max_seq_length": architecture["max_sequence_length"],
+            "max_seq_length": sequence_length or architecture["max_sequence_length"],
             "do_lower_case": False,  # the tokenizer (tokenizer_config.json) lowercases
         },
     }

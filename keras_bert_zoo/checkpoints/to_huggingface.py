@@ -140,7 +140,7 @@ def _write(staging: Path, config, tensors: dict, model_class: str) -> None:
     (staging / "special_tokens_map.json").write_text(json.dumps(_SPECIAL_TOKENS, indent=2) + "\n")
     pooling = config.task_config if config.task == "embedder" else config.embedder
     if pooling:
-        write_sentence_transformers_files(staging, architecture, pooling)
+        write_sentence_transformers_files(staging, architecture, pooling, config.sequence_length)
 
 
 def export_huggingface(preset, destination, overwrite: bool = False) -> Path:

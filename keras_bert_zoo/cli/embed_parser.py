@@ -12,6 +12,9 @@ def add_embed(subcommands) -> None:
     embed.add_argument("--output", required=True, help=".npy file: float32 [lines, hidden]")
     embed.add_argument("--batch-size", type=int, default=64)
     embed.add_argument(
-        "--sequence-length", type=int, help="tokens per text (default: the run's, else 128)"
+        "--sequence-length",
+        type=int,
+        help="tokens per text (default: the run's, else the preset's recorded length, such as "
+        "a converted sentence-transformers model's max_seq_length, else 128)",
     )
     embed.set_defaults(run=embed_commands.run_embed)

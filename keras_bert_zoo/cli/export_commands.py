@@ -7,6 +7,8 @@ from pathlib import Path
 
 from keras_bert_zoo.cli.commands import _load
 
+DEFAULT_SEQUENCE_LENGTH = 128  # for a preset that records no length
+
 
 def export_task(config, requested: str | None) -> str:
     """The task a preset directory is exported as: `--task`, else the preset's own task, or
@@ -17,6 +19,12 @@ def export_task(config, requested: str | None) -> str:
     if requested not in (config.task, "encoder", "embedder"):  # argparse limits the choices
         raise ValueError(f"--task {requested} does not fit a {config.task} preset.")
     return requested
+
+
+def export_length(preset, args) -> int:
+    """`--sequence-length`, else the length the preset records (the run's), else 128."""
+    recorded = _load("presets.registry").load_preset_config(preset).sequence_length
+    return args.sequence_length or recorded or DEFAULT_SEQUENCE_LENGTH
 
 
 def _model(args):
@@ -52,9 +60,11 @@ def run_export(args) -> int:
     preprocessor = None
     if tokenizer_preset is not None:
         preprocessor = _load("tokenization").BertPreprocessor.from_preset(
-            tokenizer_preset, sequence_length=args.sequence_length
+            tokenizer_preset, sequence_length=export_length(tokenizer_preset, args)
         )
-    quantized = f", {args.quantize}" if args.quantize else ""
+    details = f", {args.quantize}" if args.quantize else ""
+    if preprocessor is not None:  # which length the strings are cut to, said once
+        details += f", {preprocessor.sequence_length} tokens"
     if onnx:
         path = _load("export.onnx").export_onnx(
             model,
@@ -65,7 +75,7 @@ def run_export(args) -> int:
         )
         vocabulary = "vocab.txt, " if preprocessor is not None else ""
         print(
-            f"Exported {path} ({model.task}, ONNX{quantized}): model.onnx (token_ids, "
+            f"Exported {path} ({model.task}, ONNX{details}): model.onnx (token_ids, "
             f"segment_ids, padding_mask in), {vocabulary}export.json. Run it with "
             f"onnxruntime.InferenceSession('{path / 'model.onnx'}')."
         )
@@ -80,7 +90,7 @@ def run_export(args) -> int:
         overwrite=args.overwrite,
     )
     print(
-        f"Exported {path} ({model.task}{quantized}): signatures serving_default (strings) "
+        f"Exported {path} ({model.task}{details}): signatures serving_default (strings) "
         "and serve_token_ids."
     )
     if args.quantize:

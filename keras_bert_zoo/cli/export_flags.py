@@ -4,7 +4,16 @@ from keras_bert_zoo.cli import export_commands
 
 
 def add_export_flags(export) -> None:
-    """`--format`, `--quantize` and `--task`, and the command that runs `kbz export`."""
+    """`--sequence-length`, `--format`, `--quantize` and `--task`, and the command that runs
+    `kbz export`."""
+    export.add_argument(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="tokens per text of the string signature (default: the length the preset "
+        "records: a kbz finetune run's --sequence-length, a sentence-transformers model's "
+        "max_seq_length; else 128)",
+    )
     export.add_argument(
         "--format",
         choices=("savedmodel", "onnx"),

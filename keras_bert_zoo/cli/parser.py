@@ -252,7 +252,10 @@ def _add_predict(subcommands) -> None:
         "--model", required=True, help="a kbz finetune output directory, or a fine-tuned preset"
     )
     predict.add_argument(
-        "--input", required=True, help="GLUE TSV (label column optional), CoNLL or SQuAD JSON file"
+        "--input",
+        required=True,
+        help="GLUE TSV (label column optional), CoNLL (tag column optional: one word per line) "
+        "or SQuAD JSON (answers optional); metrics only where labels are given",
     )
     predict.add_argument(
         "--output",
@@ -265,7 +268,7 @@ def _add_predict(subcommands) -> None:
         "--sequence-length",
         type=int,
         default=None,
-        help="default: the run's own (128 for a plain preset)",
+        help="default: the run's own (the length its preset records; else 128)",
     )
     add_compile_arguments(
         predict,
@@ -301,7 +304,6 @@ def _add_export(subcommands) -> None:
         default=None,
         help="preset whose vocabulary the string signature uses (needed for a .keras model)",
     )
-    export.add_argument("--sequence-length", type=int, default=128)
     export.add_argument(
         "--ids-only", action="store_true", help="only the serve_token_ids signature"
     )

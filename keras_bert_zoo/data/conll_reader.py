@@ -1,7 +1,8 @@
 """Reader for CoNLL tagging files (`token<TAB>tag` per line, a blank line between sentences).
 
 Tag vocabularies come from the training file, `O` first and completed per entity type
-(`tag_vocabulary`); pass the training tags when reading a validation file.
+(`tag_vocabulary`); pass the training tags when reading a validation file. New text to tag
+is the same layout without the tag column (`labels_optional=True`, as `kbz predict tag`).
 
 >>> train = kbz.data.read_conll("examples/data/wnut17_train_sample.conll")
 """
@@ -17,7 +18,8 @@ from keras_bert_zoo.data.readers import PathLike, encode_labels, file_error, rea
 
 @dataclasses.dataclass(frozen=True)
 class TaggedSentence:
-    """One CoNLL sentence: words, their tags (strings) and the line of its first word."""
+    """One CoNLL sentence: words, their tags (strings; empty for words-only text) and the
+    line of its first word."""
 
     words: list[str]
     tags: list[str]
@@ -26,12 +28,18 @@ class TaggedSentence:
 
 @dataclasses.dataclass
 class TaggingData:
-    """A CoNLL file: sentences, tag vocabulary (`O` first) and int32 tag ids per sentence."""
+    """A CoNLL file: sentences, tag vocabulary (`O` first) and int32 tag ids per sentence
+    (`tag_ids` is empty for a words-only file)."""
 
     path: str
     sentences: list[TaggedSentence]
     tag_names: list[str]
     tag_ids: list[np.ndarray]
+
+    @property
+    def labelled(self) -> bool:
+        """Whether the file has a tag column (metrics need one)."""
+        return bool(self.tag_ids)
 
 
 def tag_vocabulary(tags: Iterable[str]) -> list[str]:
@@ -64,14 +72,17 @@ def read_conll(
     tag_names: Sequence[str] | None = None,
     word_column: int = 0,
     tag_column: int = -1,
+    labels_optional: bool = False,
 ) -> TaggingData:
     """Reads a CoNLL file: `word<TAB>tag` (or more columns) per line, blank lines between
     sentences (a whitespace-only line, such as a lone TAB, also separates; `-DOCSTART-` lines
-    are skipped). Every line must have as many columns as the first one.
+    are skipped). Every line must have as many columns as the first one. With
+    `labels_optional`, a words-only file (one word per line) reads too, without tags.
 
     >>> train = kbz.data.read_conll("examples/data/wnut17_train_sample.conll")
     >>> dev = kbz.data.read_conll("examples/data/wnut17_dev_sample.conll",
     ...                           tag_names=train.tag_names)
+    >>> new = kbz.data.read_conll("words.conll", labels_optional=True)  # new.labelled: False
     """
     lines = read_lines(path, "one `word<TAB>tag` line per word, blank lines between sentences")
     sentences, current, width = [], [], None
@@ -80,25 +91,20 @@ def read_conll(
             if current:
                 sentences.append(
                     TaggedSentence(
-                        [w for w, _, _ in current], [t for _, t, _ in current], current[0][2]
+                        [w for w, _, _ in current],
+                        [t for _, t, _ in current if t is not None],
+                        current[0][2],
                     )
                 )
             current = []
             continue
         fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
         width = width or len(fields)
-        if len(fields) != width or width < 2:
-            raise file_error(
-                path,
-                number,
-                f"has {len(fields)} columns, expected {max(width, 2)} "
-                "(a word and its tag, as on the first line)",
-                "Separate the word and the tag by one TAB, and put a blank line between sentences.",
-            )
-        word, tag = fields[word_column], fields[tag_column]
-        if not word or not tag:
-            raise file_error(path, number, "has an empty word or tag", "Fill in both columns.")
-        current.append((word, tag, number))
+        current.append(
+            _word_and_tag(path, number, fields, width, labels_optional, word_column, tag_column)
+        )
+    if width == 1:  # words only: text to tag
+        return TaggingData(os.fspath(path), sentences, list(tag_names or []), [])
     names = (
         list(tag_names)
         if tag_names is not None
@@ -109,3 +115,29 @@ def read_conll(
         for s in sentences
     ]
     return TaggingData(os.fspath(path), sentences, names, ids)
+
+
+def _word_and_tag(path, number, fields, width, labels_optional, word_column, tag_column):
+    """`(word, tag, line)` of one line; the tag is None in a words-only file."""
+    words_only = width == 1 and labels_optional
+    if words_only and len(fields) != 1:
+        raise file_error(
+            path,
+            number,
+            f"has {len(fields)} columns, expected 1 (a word, as on the first line)",
+            "Put one word per line, or a word and its tag on every line.",
+        )
+    if words_only:
+        return fields[0], None, number
+    if len(fields) != width or width < 2:
+        raise file_error(
+            path,
+            number,
+            f"has {len(fields)} columns, expected {max(width, 2)} "
+            "(a word and its tag, as on the first line)",
+            "Separate the word and the tag by one TAB, and put a blank line between sentences.",
+        )
+    word, tag = fields[word_column], fields[tag_column]
+    if not word or not tag:
+        raise file_error(path, number, "has an empty word or tag", "Fill in both columns.")
+    return word, tag, number

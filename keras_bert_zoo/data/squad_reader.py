@@ -1,5 +1,8 @@
 """Reader for SQuAD JSON (v1.1 and v2.0): one `SquadExample` per question.
 
+Training and evaluation files need an answer (or `is_impossible`) per question; questions to
+answer (`kbz predict qa`) may have none (`answers_optional=True`; `labelled` is then False).
+
 Every problem is a `ValueError` naming the file, where in it, what was expected and the fix
 (`readers.file_error`).
 
@@ -21,7 +24,8 @@ class SquadAnswer:
 
 @dataclasses.dataclass(frozen=True)
 class SquadExample:
-    """One SQuAD question; `answers` is empty for SQuAD 2.0 unanswerable questions."""
+    """One SQuAD question; `answers` is empty for SQuAD 2.0 unanswerable questions, and for a
+    question to answer (`labelled` False: no `answers` and no `is_impossible` in the file)."""
 
     qas_id: str
     question: str
@@ -29,6 +33,7 @@ class SquadExample:
     answers: tuple[SquadAnswer, ...]
     is_impossible: bool = False
     title: str = ""
+    labelled: bool = True
 
 
 def _position(raw: str, qas_id: str) -> str:
@@ -62,7 +67,7 @@ def _parse_answers(path, qa, context, where):
     return tuple(answers)
 
 
-def _parse_articles(path, raw, articles) -> list[SquadExample]:
+def _parse_articles(path, raw, articles, answers_optional) -> list[SquadExample]:
     examples = []
     for article in articles:
         for paragraph in article.get("paragraphs", []):
@@ -79,7 +84,7 @@ def _parse_articles(path, raw, articles) -> list[SquadExample]:
                     )
                 answers = _parse_answers(path, qa, context, where)
                 impossible = bool(qa.get("is_impossible", False))
-                if not answers and not impossible:
+                if not answers and not impossible and not answers_optional:
                     raise file_error(
                         path,
                         where(),
@@ -94,13 +99,16 @@ def _parse_articles(path, raw, articles) -> list[SquadExample]:
                         () if impossible else answers,
                         impossible,
                         article.get("title", ""),
+                        labelled=bool(answers) or impossible,
                     )
                 )
     return examples
 
 
-def read_squad(path: PathLike) -> list[SquadExample]:
+def read_squad(path: PathLike, answers_optional: bool = False) -> list[SquadExample]:
     """Reads a SQuAD v1.1 or v2.0 JSON file; answers are checked against their context.
+
+    With `answers_optional`, questions without `answers` (new questions to answer) read too.
 
     >>> examples = kbz.data.read_squad("examples/data/squad_train_sample.json")
     >>> examples[0].answers[0].text
@@ -123,7 +131,7 @@ def read_squad(path: PathLike) -> list[SquadExample]:
     except (KeyError, TypeError):
         raise file_error(path, 1, "has no top-level `data` list", schema) from None
     try:
-        examples = _parse_articles(path, raw, articles)
+        examples = _parse_articles(path, raw, articles, answers_optional)
     except (AttributeError, TypeError) as error:
         raise file_error(
             path, None, f"does not follow the SQuAD schema ({error})", schema

@@ -23,6 +23,7 @@ from keras_bert_zoo.finetuning.prediction_files import (
     write_conll,
     write_squad,
 )
+from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.tasks import classifier_loss, tagger_loss
 
 tf = require_tensorflow(TF_DATA_PIPELINES)
@@ -80,7 +81,23 @@ class ClassificationTask:
         inputs = self.preprocessor(
             (first, tf.constant([e.text_b for e in dataset.examples])) if pairs else first
         )
-        return {k: v.numpy() for k, v in inputs.items()}, dataset.labels, None
+        x = {k: v.numpy() for k, v in inputs.items()}
+        self._warn_truncated(dataset, full_rows(x["padding_mask"]))
+        return x, dataset.labels, None
+
+    def _warn_truncated(self, dataset, rows):
+        """Counts the tokens of the examples that fill every position (only those)."""
+        examples = [dataset.examples[i] for i in rows]
+        segments = [[e.text_a for e in examples]]
+        if examples and examples[0].text_b is not None:
+            segments.append([e.text_b for e in examples])
+        counts = [1 + len(segments)] * len(examples)  # [CLS] and one [SEP] per segment
+        for texts in segments:
+            pieces = _batched(self.preprocessor.tokenizer, texts)
+            counts = [c + len(ids) for c, ids in zip(counts, pieces, strict=True)]
+        lengths = {e.line: c for e, c in zip(examples, counts, strict=True)}
+        length = self.preprocessor.sequence_length
+        warn_truncated(dataset.path, "examples", lengths, len(dataset.examples), length)
 
     def label_names(self, dataset):
         return None if self.regression else list(dataset.label_names)
@@ -104,6 +121,8 @@ class ClassificationTask:
     def metrics(self, dataset, predictions, warn=True):
         """Fractions in [0, 1] (accuracy, F1), or correlations for regression; {} unlabeled."""
         if not len(dataset.labels):
+            if warn and not self.regression:
+                warn_if_collapsed(predictions.argmax(-1), None, dataset.label_names, dataset.path)
             return {}
         if self.regression:
             return {
@@ -135,7 +154,8 @@ class TaggingTask:
     sequence_outputs = True  # labels and logits per token: trimmed with the batch
 
     def read(self, path, label_names=None, labels_optional=False):
-        return data.read_conll(path, tag_names=label_names)
+        """The CoNLL file; with `labels_optional`, a words-only file (text to tag) reads too."""
+        return data.read_conll(path, tag_names=label_names, labels_optional=labels_optional)
 
     def arrays(self, dataset):
         tokenizer = self.preprocessor.tokenizer
@@ -145,10 +165,17 @@ class TaggingTask:
             [s.words for s in dataset.sentences],
             pieces.__getitem__,
             self.preprocessor.sequence_length,
-            tag_ids=dataset.tag_ids,
+            tag_ids=dataset.tag_ids if dataset.labelled else None,
             unk_id=tokenizer.unk_token_id,
             **_specials(tokenizer),
         )
+        lengths = {  # a truncated sentence lost its last words (tagged O)
+            s.line: 2 + sum(max(len(pieces[w]), 1) for w in s.words)
+            for s, placed in zip(dataset.sentences, encoded["word_index"].max(1), strict=True)
+            if placed + 1 < len(s.words)
+        }
+        length = self.preprocessor.sequence_length
+        warn_truncated(dataset.path, "sentences", lengths, len(dataset.sentences), length)
         x = {k: encoded[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         return x, encoded["labels"], encoded["word_index"]
 
@@ -169,10 +196,13 @@ class TaggingTask:
         return [[dataset.tag_names[t] for t in row] for row in predicted]
 
     def metrics(self, dataset, predictions, warn=True):
-        """Entity-level precision, recall and F1 (conlleval rules), fractions in [0, 1]."""
+        """Entity-level precision, recall and F1 (conlleval rules), fractions in [0, 1];
+        {} for a words-only file."""
         gold = [s.tags for s in dataset.sentences]
         if warn:
             warn_if_all_outside(predictions, gold, dataset.path)
+        if not dataset.labelled:
+            return {}
         scores = metrics.entity_scores(gold, predictions)
         return {key: scores[key] for key in ("precision", "recall", "f1")}
 
@@ -195,7 +225,8 @@ class QuestionAnsweringTask:
     sequence_outputs = True  # start/end logits per token (targets are positions)
 
     def read(self, path, label_names=None, labels_optional=False):
-        return data.read_squad(path)
+        """The SQuAD file; with `labels_optional`, questions without answers read too."""
+        return data.read_squad(path, answers_optional=labels_optional)
 
     def arrays(self, examples):
         tokenizer = self.preprocessor.tokenizer
@@ -234,10 +265,12 @@ class QuestionAnsweringTask:
         }
 
     def metrics(self, examples, predictions, warn=True):
-        """Official SQuAD exact match and F1, in percent as the official script reports."""
-        if not any(e.answers for e in examples):
+        """Official SQuAD exact match and F1, in percent as the official script reports, over
+        the questions with answers (or `is_impossible`); {} when none has."""
+        labelled = [e for e in examples if e.labelled]
+        if not labelled:
             return {}
-        return data.squad_evaluate(examples, predictions["answers"])
+        return data.squad_evaluate(labelled, predictions["answers"])
 
     def evaluate(self, examples, outputs, features, warn=True):
         return self.metrics(examples, self.predict(examples, outputs, features), warn)

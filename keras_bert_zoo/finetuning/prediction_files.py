@@ -20,6 +20,8 @@ from keras_bert_zoo.saving.atomic import write_json, write_text
 
 logger = logging.getLogger(__name__)
 NBEST_FILE = "nbest_predictions.json"
+_COLLAPSED_SHARE = 0.98  # predictions in one class beyond this share: the model learned nothing
+_COLLAPSED_MINIMUM = 20  # fewer unlabelled examples than this may well all be one class
 
 
 def write_classifications(path, predictions: np.ndarray, label_names) -> list[Path]:
@@ -57,24 +59,56 @@ def write_squad(path, answers: dict, nbest: dict) -> list[Path]:
 
 
 def warn_if_collapsed(predicted, gold, label_names, source) -> None:
-    """A classifier that predicts one class for every example has learned nothing."""
-    if len(predicted) > 1 and len(np.unique(predicted)) == 1 and len(np.unique(gold)) > 1:
+    """A classifier that predicts (nearly) one class for every example has learned nothing.
+
+    With labels (`gold`), when the data has other classes; without (`gold` None or empty),
+    from `_COLLAPSED_MINIMUM` examples on, since a few new texts may well be one class.
+    """
+    predicted = np.asarray(predicted, np.int64)
+    counts = np.bincount(predicted, minlength=len(label_names))
+    top = int(counts.argmax())
+    if len(predicted) < 2 or counts[top] < _COLLAPSED_SHARE * len(predicted):
+        return
+    name, many = label_names[top], f"{counts[top]} of {len(predicted)} predictions"
+    if gold is not None and len(gold):
+        share = float(np.mean(np.asarray(gold) == top))
+        if share >= _COLLAPSED_SHARE:  # the data is (nearly) all that class too
+            return
         logger.warning(
-            "%s: every prediction is class %r although the data has %d classes: the model "
-            "learned nothing useful. Train longer, or change the learning rate.",
+            "%s: %s are class %r although %.0f%% of the labels are: the model learned nothing "
+            "useful. Train longer, or change the learning rate.",
             source,
-            label_names[int(predicted[0])],
-            len(np.unique(gold)),
+            many,
+            name,
+            100 * share,
+        )
+    elif len(predicted) >= _COLLAPSED_MINIMUM:
+        logger.warning(
+            "%s: %s are class %r (the file has no labels to check them): a model that predicts "
+            "one class has usually learned nothing useful. Check its validation metrics "
+            "(metrics.json of the run), or train longer or with another learning rate.",
+            source,
+            many,
+            name,
         )
 
 
 def warn_if_all_outside(predicted, gold, source) -> None:
-    """A tagger that tags every word `O` finds no entity at all."""
-    if all(t == "O" for row in predicted for t in row) and any(
-        t != "O" for row in gold for t in row
-    ):
+    """A tagger that tags every word `O` finds no entity at all (without gold tags: from
+    `_COLLAPSED_MINIMUM` sentences on)."""
+    if any(t != "O" for row in predicted for t in row):
+        return
+    if gold and any(t != "O" for row in gold for t in row):
         logger.warning(
             "%s: every word was tagged O, so no entity was found (entity F1 0). Train longer "
             "(more epochs) or with a higher learning rate.",
             source,
+        )
+    elif not any(gold or []) and len(predicted) >= _COLLAPSED_MINIMUM:
+        logger.warning(
+            "%s: every word of %d sentences was tagged O (the file has no tags to check them): "
+            "no entity was found. If the text has entities, the model learned nothing useful; "
+            "check its validation metrics (metrics.json of the run), or train longer.",
+            source,
+            len(predicted),
         )

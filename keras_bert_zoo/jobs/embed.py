@@ -2,8 +2,8 @@
 
 The model is any preset (a name or a directory) or a `kbz finetune embed` output directory,
 built with `task="embedder"`: a sentence-transformers checkpoint converted with
-`kbz convert` pools as it was trained (its preset records the pooling), any other preset
-gets masked mean pooling and L2 normalisation.
+`kbz convert` pools and truncates as it was trained (its preset records the pooling and
+`max_seq_length`), any other preset gets masked mean pooling and L2 normalisation.
 """
 
 import json
@@ -18,6 +18,7 @@ from keras_bert_zoo.jobs.checks import input_file, output_file
 from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
+from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
 
@@ -39,7 +40,12 @@ def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
         settings = json.loads(manifest.read_text())["settings"] if manifest.is_file() else {}
         path = path / "preset"
     source = path if path.is_dir() else model
-    length = sequence_length or settings.get("sequence_length") or DEFAULT_SEQUENCE_LENGTH
+    length = (
+        sequence_length
+        or settings.get("sequence_length")
+        or load_preset_config(source).sequence_length
+        or DEFAULT_SEQUENCE_LENGTH
+    )
     check_positive_int("sequence_length", length)
     embedder = from_preset(source, task="embedder", **task_kwargs)
     return embedder, BertPreprocessor.from_preset(source, sequence_length=length)
@@ -124,7 +130,8 @@ def run_embed(
         input: a UTF-8 text file, one text per line.
         output: the `.npy` file to write (float32 `[lines, hidden]`), written atomically
             (an existing file is replaced).
-        sequence_length: tokens per text (default: the run's own, else 128).
+        sequence_length: tokens per text (default: the run's own, else the length the
+            preset records, such as a sentence-transformers model's `max_seq_length`, else 128).
 
     >>> kbz.training.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
     """

@@ -244,7 +244,7 @@ def run_finetune(
         )
         model = write_lora_outputs(model, lora_rank, output)
         save_model_file(model, output / "model.keras")
-        save_preset(model, output / "preset", overwrite=True)
+        save_preset(model, output / "preset", overwrite=True, sequence_length=sequence_length)
         if export:
             exports.export_saved_model(
                 model, output / "export" / "1", preprocessor=preprocessor, overwrite=True

@@ -228,7 +228,7 @@ def run_finetune_embed(
         }
         embedder = write_lora_outputs(embedder, lora_rank, output)
         save_model_file(embedder, output / "model.keras")
-        save_preset(embedder, output / "preset", overwrite=True)
+        save_preset(embedder, output / "preset", overwrite=True, sequence_length=sequence_length)
         if export:
             exports.export_saved_model(
                 embedder, output / "export" / "1", preprocessor=preprocessor, overwrite=True

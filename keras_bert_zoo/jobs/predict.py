@@ -2,8 +2,10 @@
 
 The model comes from a `kbz finetune` output directory (its `preset/`, and the settings in
 its `run.json`: sequence length, text columns, QA windows) or from any preset directory
-saved from a task model. Inputs are read as `kbz finetune` reads them; when they carry
-labels or answers, the same metrics as `kbz finetune` are returned too.
+saved from a task model. Inputs are read as `kbz finetune` reads them, except that labels
+are optional (a TSV without its label column, a words-only CoNLL file, SQuAD questions
+without answers); when they carry labels or answers, the same metrics as `kbz finetune` are
+returned too.
 """
 
 import json
@@ -57,7 +59,8 @@ def run_predict(
     Args:
         task: "classifier", "tagger" or "question_answerer".
         model: a `kbz finetune` output directory, or a preset directory of a task model.
-        input: a GLUE TSV (the label column optional), a CoNLL file or a SQuAD JSON file.
+        input: a GLUE TSV (the label column optional), a CoNLL file (the tag column
+            optional) or a SQuAD JSON file (answers optional).
         output: the TSV / CoNLL / `predictions.json` path (QA also writes
             `nbest_predictions.json` beside it).
         options: task reading options (`text_columns`, `doc_stride`, ...) and for QA
@@ -82,7 +85,7 @@ def run_predict(
             f"--model {model} holds a {config.task} model, not a {task}. Predict "
             "with the task it was fine-tuned for."
         )
-    length = sequence_length or settings.get("sequence_length") or 128
+    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
     defaults = {k: settings[k] for k in _RUN_OPTIONS[task] if k in settings}
     if "text_columns" in defaults:
         defaults["text_columns"] = tuple(defaults["text_columns"])

@@ -176,6 +176,7 @@ def run_pretrain(
             output / "preset",
             overwrite=True,
             metadata={"provenance": f"kbz pretrain of {preset}, {num_train_steps} steps"},
+            sequence_length=max_seq_length,
         )
         run.complete(results)
     return results

@@ -1,7 +1,9 @@
 """`from_preset`: a model from a named preset or a preset directory, weights included.
 
 A named preset whose weights are not cached yet is downloaded, verified and converted first
-(`downloads`), keeping the release's MLM/NSP heads in the cache.
+(`downloads`), keeping the release's MLM/NSP heads in the cache. A fine-tuned preset gives
+its task model by default, as keras-hub's task `from_preset` does; `task="encoder"` the
+encoder alone.
 """
 
 from keras_bert_zoo.encoder import build_encoder
@@ -13,6 +15,14 @@ from keras_bert_zoo.saving.weights import assign_weights
 from keras_bert_zoo.tasks import build_task, check_task
 
 _TASKS_WITHOUT_POOLER = ("tagger", "question_answerer", "embedder")
+# Presets whose task is not what people load them for: a checkpoint's MLM/NSP heads.
+_ENCODER_BY_DEFAULT = ("encoder", "pretrainer")
+
+
+def default_task(config: PresetConfig) -> str:
+    """The model `from_preset(dir)` gives without `task`: the fine-tuned task a preset was
+    saved as (classifier, tagger, question_answerer, embedder), else "encoder"."""
+    return "encoder" if config.task in _ENCODER_BY_DEFAULT else config.task
 
 
 def _no_weights_error(config: PresetConfig) -> ValueError:
@@ -67,15 +77,19 @@ def preset_with_weights(name_or_dir) -> PresetConfig:
 
 
 def from_preset(
-    name_or_dir, task: str = "encoder", load_weights: bool = True, dtype=None, **task_kwargs
+    name_or_dir, task: str | None = None, load_weights: bool = True, dtype=None, **task_kwargs
 ):
     """Builds a model from a named preset or a preset directory.
 
     Args:
         name_or_dir: a name from `list_presets()` or a directory written by `save_preset` /
             `kbz convert`.
-        task: "encoder", or a task model (see `keras_bert_zoo.tasks.TASKS`); its head is new
-            unless the preset was saved from the same task (then its settings are reused).
+        task: None (the default) gives the model the preset holds: a fine-tuned
+            classifier, tagger, question answerer or embedder with its head and settings,
+            else the encoder (also for a "pretrainer" preset, whose MLM/NSP heads
+            `task="pretrainer"` gives). "encoder" always gives the bare encoder. Another
+            task name (see `keras_bert_zoo.tasks.TASKS`) builds that task model; its head is
+            new unless the preset was saved from the same task (then its settings are reused).
             "embedder" takes its pooling from the preset's `embedder` block when it has one
             (sentence-transformers checkpoints record it when converted).
         load_weights: False builds the architecture with fresh random weights.
@@ -83,13 +97,16 @@ def from_preset(
         **task_kwargs: arguments of the task builder (e.g. `num_classes`).
 
     >>> enc = kbz.from_preset("bert_tiny_en_uncased", load_weights=False)
-    >>> clf = kbz.from_preset("runs/sst2/preset", task="classifier")  # the fine-tuned head
+    >>> clf = kbz.from_preset("runs/sst2/preset")  # the fine-tuned classifier, its head
+    >>> enc = kbz.from_preset("runs/sst2/preset", task="encoder")  # its encoder alone
     >>> emb = kbz.from_preset("all_minilm_l6_v2", task="embedder")  # mean pooling, normalised
     """
     config = load_preset_config(name_or_dir)
-    check_task(task)
+    if task is not None:
+        check_task(task)
     if load_weights:
         config = preset_with_weights(name_or_dir)
+    task = default_task(config) if task is None else task
     encoder = build_encoder(**config.architecture, dtype=dtype)
     _check_sizes(config, encoder)
     same_task = task == config.task

@@ -131,6 +131,7 @@ def fetch_huggingface_files(config, cached: Path) -> Path:
             _fetch_file(config, name, expected, work / "files")
         converted = read_huggingface(work / "files")  # only verified files are read
         _check_converted(config, converted)
+        converted.sequence_length = converted.sequence_length or config.sequence_length
         source = config.weights_source
         provenance = (
             f"Converted from {source['url']} (Hugging Face {source['repository']}); every file "

@@ -88,5 +88,6 @@ def load_preset_config(name_or_dir) -> PresetConfig:
             weights_sha256=cached_config.weights_sha256,
             task=cached_config.task,
             task_config=cached_config.task_config,
+            sequence_length=config.sequence_length or cached_config.sequence_length,
         )
     return config

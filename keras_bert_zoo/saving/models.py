@@ -22,6 +22,7 @@ def save_preset(
     lowercase: bool | None = None,
     metadata: dict | None = None,
     overwrite: bool = False,
+    sequence_length: int | None = None,
 ) -> Path:
     """Writes a preset directory (preset.json, vocab.txt, weights, SHA256SUMS) atomically.
 
@@ -32,6 +33,9 @@ def save_preset(
         vocabulary: vocab.txt path or list of tokens; default: the model's preset vocabulary.
         lowercase: the tokenizer's lowercasing; default: the model's preset setting.
         metadata: optional `description`, `license`, `provenance`.
+        sequence_length: the length the model was trained or fine-tuned at, recorded as the
+            default of `kbz.BertPreprocessor.from_preset`, `kbz export`, `kbz embed` and
+            `kbz predict`; default: the model's preset's (None: not recorded).
 
     >>> kbz.save_preset(model, "my_preset")
     """
@@ -39,6 +43,8 @@ def save_preset(
     origin = getattr(model, "preset_config", None)  # set by from_preset: its vocabulary
     vocabulary = vocabulary if vocabulary is not None else getattr(origin, "vocabulary_path", None)
     lowercase = lowercase if lowercase is not None else getattr(origin, "lowercase", None)
+    if sequence_length is None:
+        sequence_length = getattr(origin, "sequence_length", None)
     if vocabulary is None or lowercase is None:
         raise ValueError(
             "save_preset needs `vocabulary` (vocab.txt path or token list) and "
@@ -54,6 +60,7 @@ def save_preset(
         task_config=getattr(model, "task_config", {}),
         metadata=metadata,
         overwrite=overwrite,
+        sequence_length=sequence_length,
     )
 
 

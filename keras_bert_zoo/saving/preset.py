@@ -3,9 +3,11 @@
 A preset directory (written by `save_preset` or `kbz convert`) is data only: no class
 names, no code. `preset.json` holds the architecture (exactly `build_encoder`'s keyword
 arguments), the tokenizer's vocabulary file and casing, the task with its settings, the
-parameter count and provenance. Reading a directory checks `preset.json` and the vocabulary
-against `SHA256SUMS` and confines every path it names to the directory; the weights file,
-the large one, is hashed once, when `read_preset_weights` reads it. No Keras here:
+sequence length the model was fine-tuned or trained at (optional: the default of its
+preprocessor, `kbz export`, `kbz embed` and `kbz predict`), the parameter count and
+provenance. Reading a directory checks `preset.json` and the vocabulary against `SHA256SUMS`
+and confines every path it names to the directory; the weights file, the large one, is
+hashed once, when `read_preset_weights` reads it. No Keras here:
 `kbz.save_preset` (in `saving.models`) turns a model into what `write_preset_directory`
 writes.
 """
@@ -59,6 +61,20 @@ class PresetConfig:
     weights_source: dict | None = None
     metadata: dict = dataclasses.field(default_factory=dict)
     embedder: dict = dataclasses.field(default_factory=dict)
+    sequence_length: int | None = None
+
+
+def check_sequence_length(value, architecture: dict, source: str) -> int | None:
+    """A preset's recorded `sequence_length`: None, or an integer in [2, max_sequence_length]."""
+    maximum = architecture["max_sequence_length"]
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= maximum
+    ):
+        raise ValueError(
+            f"{source}: `sequence_length` must be an integer from 2 to the architecture's "
+            f"max_sequence_length {maximum}. Received: {value!r}"
+        )
+    return value
 
 
 def check_embedder_defaults(block, source: str) -> dict:
@@ -104,10 +120,11 @@ def parse_preset(data: dict, directory: Path, source: str, name: str) -> PresetC
         weights_path = resolve_inside(
             directory, weights["file"], "weights file of " + source, "preset directory"
         )
+    architecture = check_architecture(data.get("architecture"), source)
     return PresetConfig(
         name=data.get("name") or name,
         directory=directory,
-        architecture=check_architecture(data.get("architecture"), source),
+        architecture=architecture,
         vocabulary_path=vocabulary,
         lowercase=tokenizer["lowercase"],
         task=data.get("task", "encoder"),
@@ -117,6 +134,7 @@ def parse_preset(data: dict, directory: Path, source: str, name: str) -> PresetC
         weights_source=weights.get("source"),
         metadata={k: data[k] for k in ("description", "license", "provenance") if k in data},
         embedder=check_embedder_defaults(data.get("embedder"), source),
+        sequence_length=check_sequence_length(data.get("sequence_length"), architecture, source),
     )
 
 
@@ -171,11 +189,13 @@ def write_preset_directory(
     task_config: dict | None = None,
     metadata: dict | None = None,
     overwrite: bool = False,
+    sequence_length: int | None = None,
 ) -> Path:
     """Writes a preset directory atomically from an architecture and its variables.
 
     `variables` are objects with `.path` and `.numpy()` (Keras variables); `vocabulary` is a
-    vocab.txt path or a list of tokens. `kbz.save_preset(model, ...)` is the usual entry.
+    vocab.txt path or a list of tokens; `sequence_length` (optional) the length the model
+    was trained at. `kbz.save_preset(model, ...)` is the usual entry.
     """
     directory = check_new_directory(directory, overwrite)
     data = {
@@ -188,6 +208,8 @@ def write_preset_directory(
         "num_parameters": parameter_count(architecture),
         "weights": {"file": WEIGHTS_FILE},
     }
+    if check_sequence_length(sequence_length, architecture, "save_preset") is not None:
+        data["sequence_length"] = sequence_length
     with staged_directory(directory) as staging:
         if isinstance(vocabulary, (str, os.PathLike)):
             shutil.copyfile(vocabulary, staging / VOCABULARY_FILE)

@@ -56,10 +56,14 @@ class BertPreprocessor(keras.layers.Layer):
         self.sequence_length = sequence_length
 
     @classmethod
-    def from_preset(cls, name_or_dir, sequence_length=512, **kwargs):
+    def from_preset(cls, name_or_dir, sequence_length=None, **kwargs):
         """The preprocessor of a named preset or preset directory; `sequence_length` must not
-        exceed the encoder's `max_sequence_length`."""
-        maximum = load_preset_config(name_or_dir).architecture["max_sequence_length"]
+        exceed the encoder's `max_sequence_length`. None (the default) takes the length the
+        preset records (the run's `--sequence-length`, a sentence-transformers model's
+        `max_seq_length`), else 512."""
+        config = load_preset_config(name_or_dir)
+        maximum = config.architecture["max_sequence_length"]
+        sequence_length = sequence_length or config.sequence_length or 512
         if sequence_length > maximum:
             raise ValueError(
                 f"`sequence_length` must be at most the preset's max_sequence_length"
