@@ -11,12 +11,10 @@ length bucketing (`training.batching`) whether outputs have a sequence axis to t
 import dataclasses
 import logging
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo import data, metrics
-from keras_bert_zoo.tasks import classifier_loss, tagger_loss
 from keras_bert_zoo.finetuning.prediction_files import (
     warn_if_all_outside,
     warn_if_collapsed,
@@ -24,6 +22,7 @@ from keras_bert_zoo.finetuning.prediction_files import (
     write_conll,
     write_squad,
 )
+from keras_bert_zoo.tasks import classifier_loss, question_answerer_loss, tagger_loss
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +156,9 @@ class TaggingTask:
         return {"num_tags": len(dataset.tag_names), "label_names": self.label_names(dataset)}
 
     def loss(self, dataset):
-        return tagger_loss()
+        """Normalised by the mean words per sentence: length-bucketed batches weigh alike."""
+        words = np.mean([len(s.words) for s in dataset.sentences]) if dataset.sentences else 1
+        return tagger_loss(labelled_per_sequence=float(words))
 
     def predict(self, dataset, outputs, word_index):
         """The predicted tag (its name) of every word of every sentence."""
@@ -217,10 +218,7 @@ class QuestionAnsweringTask:
         return {}
 
     def loss(self, examples):
-        return {
-            key: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-            for key in ("start_logits", "end_logits")
-        }
+        return question_answerer_loss()
 
     def predict(self, examples, outputs, features):
         """`{"answers": {id: text}, "nbest": {id: [...]}}` as run_squad.py writes them."""
