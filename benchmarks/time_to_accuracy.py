@@ -13,13 +13,14 @@ LayerNorm weights and biases, global-norm clip 1.0, batch, epochs, maximum lengt
   only: keras-hub has no token tagger and no question-answering task), compiled with the
   same optimizer and schedule.
 
-Tasks: `sst2` (the bundled 3,000 sentences, or `--sst2-sentences N` of the shared full
-training split, scored on the bundled 800 held-out sentences or, with `--sst2-heldout N`, on
-those and N - 800 more of the shared split), `wnut17` (entity F1) and `squad`
-(`--squad-questions N` of the bundled training sample, windows of `--sequence-length` tokens
-`--doc-stride` apart, scored on the bundled held-out articles by the official SQuAD v1.1 exact
-match / F1; the Hugging Face side builds its windows as transformers' `run_qa.py` does and
-picks spans as its post-processing, 20 best starts and ends, answers of at most 30 tokens).
+Tasks: `sst2` (the bundled 3,000 sentences, or `--sst2-sentences N` of the shared full training
+split, scored on the bundled 800 held-out sentences or, with `--sst2-heldout N`, on those and
+N - 800 more of the shared split), `wnut17` (entity F1) and `squad` (`--squad-questions N` of the
+bundled training sample, windows of `--sequence-length` tokens starting `--doc-stride` context
+tokens apart on both sides (`_squad_windows`), scored on the bundled held-out articles by the
+official SQuAD v1.1 exact match / F1; the Hugging Face side builds its windows as transformers'
+`run_qa.py` does and picks spans as its post-processing, 20 best starts and ends, answers of at
+most 30 tokens).
 
 Every run is its own process, timed from start to exit (imports, tokenization, training and
 the held-out evaluation included), with the held-out metric it reached. Runs are interleaved
@@ -59,6 +60,8 @@ KBZ_TASK = {"sst2": "classify", "wnut17": "tag", "squad": "qa"}
 
 
 def train_file(args) -> Path:
+    if args.task == "wnut17" and args.wnut17_shared:
+        return SHARED / "wnut17" / "wnut17train.conll"
     if args.task == "squad":
         return Path(args.work) / f"squad_train_{args.squad_questions}.json"
     if args.task == "sst2" and args.sst2_sentences:
@@ -67,6 +70,8 @@ def train_file(args) -> Path:
 
 
 def heldout_file(args) -> Path:
+    if args.task == "wnut17" and args.wnut17_shared:
+        return SHARED / "wnut17" / "emerging.dev.conll"
     if args.task == "sst2" and args.sst2_heldout:
         return Path(args.work) / f"sst2_heldout_{args.sst2_heldout}.tsv"
     return FILES[args.task][1]
@@ -151,6 +156,7 @@ def run_kbz(args, work: Path, again: bool = False) -> float:
     ]
     if args.task == "squad":
         command += ["--doc-stride", str(args.doc_stride)]
+    command += args.kbz_flags.split()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     metrics = json.loads((output / "metrics.json").read_text())
     return metrics["accuracy"] if args.task == "sst2" else metrics["f1"]
@@ -388,31 +394,48 @@ def squad_scores(predictions: dict, examples) -> tuple[float, float]:
     return 100 * exact / len(examples), 100 * f1 / len(examples)
 
 
-def _squad_features(tokenizer, examples, args, with_labels):
-    """Windows as transformers' run_qa.py makes them: question first, context truncated with
-    overflow; its `stride` is the overlap, set so consecutive windows start `--doc-stride`
-    context tokens apart as in google-research/bert (questions cut to 64 tokens)."""
-    import torch
-
+def _squad_windows(tokenizer, examples, args):
+    """run_qa.py's windows, per question length: its `stride` is the overlap of consecutive
+    windows, so for a question of q tokens (after the cut to 64) and sequence length L the
+    windows hold W = L - 3 - q context tokens, and overlap W - doc_stride starts them
+    `--doc-stride` tokens apart, google-research/bert's windows exactly (kbz's). Returns
+    (example index, input ids, token types, mask, offsets, sequence ids) per window, in
+    example order."""
     questions = [
         tokenizer.convert_tokens_to_string(tokenizer.tokenize(e[1])[:64]) for e in examples
     ]
-    window = args.sequence_length - 64 - 3
-    encoded = tokenizer(
-        questions,
-        [e[2] for e in examples],
-        truncation="only_second",
-        max_length=args.sequence_length,
-        stride=max(0, window - args.doc_stride),
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-        padding="max_length",
-    )
-    mapping = encoded.pop("overflow_to_sample_mapping")
-    starts, ends = [], []
-    for i, offsets in enumerate(encoded["offset_mapping"]):
-        sequence = encoded.sequence_ids(i)
-        example = examples[mapping[i]]
+    groups = collections.defaultdict(list)
+    for index, question in enumerate(questions):
+        groups[len(tokenizer.tokenize(question))].append(index)
+    windows = []
+    for length, indices in groups.items():
+        encoded = tokenizer(
+            [questions[i] for i in indices],
+            [examples[i][2] for i in indices],
+            truncation="only_second",
+            max_length=args.sequence_length,
+            stride=max(0, args.sequence_length - 3 - length - args.doc_stride),
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+            padding="max_length",
+        )
+        for row, sample in enumerate(encoded["overflow_to_sample_mapping"]):
+            columns = ("input_ids", "token_type_ids", "attention_mask", "offset_mapping")
+            windows.append(
+                (indices[sample], *(encoded[c][row] for c in columns), encoded.sequence_ids(row))
+            )
+    return sorted(windows, key=lambda window: window[0])  # stable: an example's in order
+
+
+def _squad_features(tokenizer, examples, args, with_labels):
+    """Model inputs (and the answer's first and last tokens) of `_squad_windows`."""
+    import torch
+
+    windows = _squad_windows(tokenizer, examples, args)
+    mapping = [w[0] for w in windows]
+    starts, ends, all_offsets = [], [], []
+    for index, *_, offsets, sequence in windows:
+        example = examples[index]
         begin, finish = example[3], example[3] + len(example[4])
         context = [k for k, s in enumerate(sequence) if s == 1]
         start = end = 0  # [CLS] when the answer is not wholly inside the window
@@ -421,16 +444,15 @@ def _squad_features(tokenizer, examples, args, with_labels):
             end = next(k for k in reversed(context) if offsets[k][0] < finish)
         starts.append(start)
         ends.append(end)
-        encoded["offset_mapping"][i] = [
-            o if s == 1 else None for o, s in zip(offsets, sequence, strict=True)
-        ]
+        all_offsets.append([o if s == 1 else None for o, s in zip(offsets, sequence, strict=True)])
     tensors = {
-        k: torch.tensor(encoded[k]) for k in ("input_ids", "token_type_ids", "attention_mask")
+        key: torch.tensor([w[column] for w in windows])
+        for column, key in enumerate(("input_ids", "token_type_ids", "attention_mask"), 1)
     }
     if with_labels:
         tensors["start_positions"] = torch.tensor(starts)
         tensors["end_positions"] = torch.tensor(ends)
-    return tensors, mapping, encoded["offset_mapping"]
+    return tensors, mapping, all_offsets
 
 
 def hf_squad(args, model_dir, tokenizer) -> float:
@@ -517,6 +539,18 @@ def main():
         help="sst2 with --sst2-sentences: score on this many sentences, the bundled 800 held "
         "out and the rest from the shared split (never trained on), instead of the 800 alone",
     )
+    parser.add_argument(
+        "--wnut17-shared",
+        action="store_true",
+        help="wnut17: train on the shared full training file (3,394 sentences) and score on "
+        "the shared dev file (1,009) instead of the bundled samples",
+    )
+    parser.add_argument(
+        "--kbz-flags",
+        default="",
+        help="more `kbz finetune` flags for the kbz stacks, one string (a controlled "
+        "experiment: '--no-bucketing', '--keep last', ...)",
+    )
     parser.add_argument("--output", default="benchmarks/time_to_accuracy.json")
     parser.add_argument("--child", choices=sorted(STACKS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -553,8 +587,10 @@ def main():
                         "squad_questions",
                         "sst2_sentences",
                         "sst2_heldout",
+                        "kbz_flags",
                     )
                 ]
+                recipe += ["--wnut17-shared"] if args.wnut17_shared else []
                 command = [sys.executable, __file__, "--child", stack, f"--seed={seed}"]
                 start = time.perf_counter()
                 done = subprocess.run(

@@ -9,13 +9,16 @@ Every builder extends the encoder's graph (inputs `token_ids`, `segment_ids`,
   `num_classes=1` is regression, `multi_label=True` means independent sigmoid labels (the
   loss decides; outputs are logits).
 - `build_tagger`: per-token logits; labels of non-first sub-words are `IGNORE_LABEL` and
-  count for nothing (`tagger_loss`).
-- `build_question_answerer`: `start_logits` / `end_logits` over the sequence, padding masked.
+  count for nothing (`tagger_loss`; `kbz finetune` divides by a fixed token count).
+- `build_question_answerer`: `start_logits` / `end_logits` over the sequence, padding masked;
+  train with `question_answerer_loss()` (the mean of the start and end cross-entropies).
 - `build_embedder`: `[batch, hidden]` sentence vectors (mean / cls / max pooling over real
   tokens, L2-normalised by default), as sentence-transformers computes them.
 
 Each returns a `BertModel` whose `task` and `task_config` (all the builder's settings) are
-part of its Keras config: `.keras` files, presets and exports read them back.
+part of its Keras config: `.keras` files, presets and exports read them back. New heads
+start as transformers starts them (`normal(0, 0.02)`, zero bias), not as the encoder's
+projections (Keras' `TruncatedNormal(0.02)`, whose standard deviation is about 0.88 x 0.02).
 """
 
 import inspect
@@ -23,7 +26,7 @@ import inspect
 import keras
 
 from keras_bert_zoo.encoder import first_token_pooled_output
-from keras_bert_zoo.layers.common import check_positive_int, check_rate, dense
+from keras_bert_zoo.layers.common import INITIALIZER_STDDEV, check_positive_int, check_rate
 from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.heads import SpanLogits
 from keras_bert_zoo.layers.pooling import SentencePooling, check_pooling
@@ -31,6 +34,12 @@ from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.pretraining import build_pretrainer
 
 IGNORE_LABEL = -100  # label of positions that count for nothing (sub-words, [CLS], padding)
+
+
+def _head(units: int, name: str, dtype=None) -> keras.layers.Dense:
+    """A new task head's dense layer, initialised as transformers' `_init_weights` does."""
+    initializer = keras.initializers.RandomNormal(stddev=INITIALIZER_STDDEV)
+    return keras.layers.Dense(units, kernel_initializer=initializer, dtype=dtype, name=name)
 
 
 def _label_names(label_names, count: int, what: str):
@@ -77,7 +86,7 @@ def build_classifier(
         "label_names": _label_names(label_names, num_classes, "classes"),
     }
     x = Dropout(dropout, name="classifier_dropout")(first_token_pooled_output(encoder))
-    logits = dense(num_classes, "classifier_head", dtype="float32")(x)
+    logits = _head(num_classes, "classifier_head", dtype="float32")(x)
     return BertModel(encoder.input, logits, name=name, task="classifier", task_config=config)
 
 
@@ -99,7 +108,7 @@ def build_tagger(
         "label_names": _label_names(label_names, num_tags, "tags"),
     }
     x = Dropout(dropout, name="tagger_dropout")(encoder.output["sequence_output"])
-    logits = dense(num_tags, "tagger_head", dtype="float32")(x)
+    logits = _head(num_tags, "tagger_head", dtype="float32")(x)
     return BertModel(encoder.input, logits, name=name, task="tagger", task_config=config)
 
 
@@ -110,7 +119,7 @@ def build_question_answerer(
 
     >>> model = kbz.build_question_answerer(encoder)
     """
-    scores = dense(2, "span_head")(encoder.output["sequence_output"])
+    scores = _head(2, "span_head")(encoder.output["sequence_output"])
     outputs = SpanLogits(name="span_logits")(scores, encoder.input["padding_mask"])
     outputs = {key: keras.layers.Identity(name=key)(value) for key, value in outputs.items()}
     return BertModel(encoder.input, outputs, name=name, task="question_answerer")
@@ -149,9 +158,65 @@ def classifier_loss(num_classes: int, multi_label: bool = False) -> keras.losses
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-def tagger_loss() -> keras.losses.Loss:
-    """Token cross-entropy that ignores `IGNORE_LABEL` positions."""
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class TokenCrossentropy(keras.losses.Loss):
+    """Token cross-entropy summed over each sequence's labelled tokens, divided by a constant:
+    `labelled_per_sequence`, the training set's mean count. A batch's loss is then its
+    labelled tokens' sum over `batch x labelled_per_sequence`, so every token weighs the same
+    whichever batch it lands in, as in random batches; a per-batch mean would weigh the tokens
+    of batches of short sentences (length bucketing) more, each batch counting once."""
+
+    def __init__(self, labelled_per_sequence: float, name="token_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        if not labelled_per_sequence > 0:
+            raise ValueError(
+                "`labelled_per_sequence` must be positive. "
+                f"Received: labelled_per_sequence={labelled_per_sequence!r}"
+            )
+        self.labelled_per_sequence = float(labelled_per_sequence)
+
+    def call(self, y_true, y_pred):
+        labels = keras.ops.cast(y_true, "int32")
+        labelled = keras.ops.not_equal(labels, IGNORE_LABEL)
+        losses = keras.losses.sparse_categorical_crossentropy(
+            keras.ops.where(labelled, labels, 0), y_pred, from_logits=True
+        )
+        losses = keras.ops.where(labelled, losses, 0.0)
+        return keras.ops.sum(losses, axis=-1) / self.labelled_per_sequence
+
+    def get_config(self):
+        return {**super().get_config(), "labelled_per_sequence": self.labelled_per_sequence}
+
+
+def tagger_loss(labelled_per_sequence: float | None = None) -> keras.losses.Loss:
+    """Token cross-entropy that ignores `IGNORE_LABEL` positions: by default the mean over
+    the batch's labelled tokens (transformers'); with `labelled_per_sequence` (the training
+    set's mean), `TokenCrossentropy`, which length-bucketed batches need to weigh tokens alike.
+
+    >>> model.compile("adam", kbz.tasks.tagger_loss(labelled_per_sequence=14.5))
+    """
+    if labelled_per_sequence is not None:
+        return TokenCrossentropy(labelled_per_sequence)
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE_LABEL)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class SpanLoss(keras.losses.SparseCategoricalCrossentropy):
+    """Softmax cross-entropy of a start (or end) position, halved: Keras sums a model's
+    losses, so start and end add up to their mean, the loss of transformers'
+    `BertForQuestionAnswering` and google-research/bert's `run_squad.py`."""
+
+    def call(self, y_true, y_pred):
+        return 0.5 * super().call(y_true, y_pred)
+
+
+def question_answerer_loss() -> dict:
+    """`{"start_logits": ..., "end_logits": ...}` losses whose sum is the mean of the two
+    cross-entropies (with the plain sum, twice that, global-norm clipping cuts more steps).
+
+    >>> model.compile("adam", kbz.tasks.question_answerer_loss())
+    """
+    return {key: SpanLoss(from_logits=True) for key in ("start_logits", "end_logits")}
 
 
 def _encoder_task(encoder, **task_kwargs):

@@ -8,7 +8,13 @@ from conftest import random_inputs
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.pretraining import MaskedLMPerplexity, compile_pretrainer
-from keras_bert_zoo.tasks import IGNORE_LABEL, classifier_loss, tagger_loss
+from keras_bert_zoo.tasks import (
+    IGNORE_LABEL,
+    TokenCrossentropy,
+    classifier_loss,
+    question_answerer_loss,
+    tagger_loss,
+)
 
 
 @pytest.fixture
@@ -121,6 +127,54 @@ def test_tagger_ignores_ignore_label_positions(encoder):
         ]
     )
     assert base == pytest.approx(float(manual), rel=1e-5)
+
+
+def test_token_crossentropy_divides_the_batch_sum_by_a_fixed_token_count(encoder):
+    model = kbz.build_tagger(encoder, num_tags=5)
+    x = random_inputs(batch=3, length=8)
+    labels = np.full((3, 8), IGNORE_LABEL)
+    labels[:, 1:6] = [[1, 2, 0, 3, 4], [4, 0, 0, 1, 1], [2, 2, 2, 2, 2]]
+    labels[2, 3:] = IGNORE_LABEL  # sequences of 5, 5 and 2 labelled tokens
+    logits = model(x)
+    batch_mean = float(tagger_loss()(labels, logits))
+    fixed = tagger_loss(labelled_per_sequence=4.0)
+    assert isinstance(fixed, TokenCrossentropy)
+    # the batch's sum over its 12 labelled tokens, over 3 sequences x 4 tokens
+    assert float(fixed(labels, logits)) == pytest.approx(batch_mean * 12 / (3 * 4.0), rel=1e-5)
+    restored = TokenCrossentropy.from_config(fixed.get_config())
+    assert restored.labelled_per_sequence == 4.0
+    with pytest.raises(ValueError, match="labelled_per_sequence"):
+        tagger_loss(labelled_per_sequence=0)
+
+
+def test_question_answerer_loss_is_the_mean_of_start_and_end_crossentropy():
+    rng = np.random.default_rng(0)
+    logits = {k: rng.normal(size=(4, 9)).astype("float32") for k in ("start_logits", "end_logits")}
+    positions = {k: rng.integers(0, 9, (4,)) for k in logits}
+    plain = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    losses = question_answerer_loss()
+    total = sum(float(losses[k](positions[k], logits[k])) for k in logits)
+    expected = np.mean([float(plain(positions[k], logits[k])) for k in logits])
+    assert total == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "task, kwargs, head",
+    [
+        ("classifier", {"num_classes": 2}, "classifier_head"),
+        ("tagger", {"num_tags": 3}, "tagger_head"),
+        ("question_answerer", {}, "span_head"),
+    ],
+)
+def test_new_heads_start_as_transformers_heads(encoder, task, kwargs, head):
+    """normal(0, 0.02) and a zero bias, as transformers' `_init_weights` (Keras'
+    TruncatedNormal(0.02) would give a standard deviation of about 0.0176)."""
+    layer = kbz.tasks.build_task(task, encoder, **kwargs).get_layer(head)
+    assert isinstance(layer.kernel_initializer, keras.initializers.RandomNormal)
+    assert layer.kernel_initializer.stddev == 0.02
+    kernel = np.asarray(layer.kernel_initializer(shape=(256, 256)), np.float64)
+    assert kernel.std() == pytest.approx(0.02, rel=0.03)
+    assert not np.asarray(layer.bias).any()
 
 
 def test_question_answerer_masks_padding(encoder):

@@ -17,6 +17,12 @@ from keras_bert_zoo.cli.export_flags import add_export_flags
 from keras_bert_zoo.cli.finetune_flags import add_finetune_hyperparameters
 from keras_bert_zoo.cli.lora_flags import add_lora_arguments
 
+DOC_STRIDE = (  # google-research/bert's convention; README "--doc-stride" derives the conversion
+    "qa: tokens between the starts of consecutive context windows (run_squad.py's doc_stride; "
+    "Hugging Face run_qa.py's --doc_stride S is their overlap: the same windows take "
+    "L - 3 - q - S for sequence length L and a q-token question)"
+)
+
 
 def _add_convert(subcommands) -> None:
     convert = subcommands.add_parser("convert", help="convert a checkpoint to a preset directory")
@@ -145,7 +151,7 @@ def _add_finetune(subcommands) -> None:
     )
     finetune.add_argument("--label-column", default="label", help="classify: label column")
     finetune.add_argument("--regression", action="store_true", help="classify: float labels")
-    finetune.add_argument("--doc-stride", type=int, default=128, help="qa: window stride")
+    finetune.add_argument("--doc-stride", type=int, default=128, help=DOC_STRIDE)
     finetune.add_argument("--max-query-length", type=int, default=64, help="qa")
     finetune.add_argument(
         "--scale", type=float, default=20.0, help="embed: cosine scale of the in-batch loss"

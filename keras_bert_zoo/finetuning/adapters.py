@@ -11,7 +11,6 @@ length bucketing (`training.batching`) whether outputs have a sequence axis to t
 import dataclasses
 import logging
 
-import keras
 import numpy as np
 
 from keras_bert_zoo import data, metrics
@@ -24,7 +23,7 @@ from keras_bert_zoo.finetuning.prediction_files import (
     write_squad,
 )
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
-from keras_bert_zoo.tasks import classifier_loss, tagger_loss
+from keras_bert_zoo.tasks import classifier_loss, question_answerer_loss, tagger_loss
 
 tf = require_tensorflow(TF_DATA_PIPELINES)
 
@@ -186,7 +185,9 @@ class TaggingTask:
         return {"num_tags": len(dataset.tag_names), "label_names": self.label_names(dataset)}
 
     def loss(self, dataset):
-        return tagger_loss()
+        """Normalised by the mean words per sentence: length-bucketed batches weigh alike."""
+        words = np.mean([len(s.words) for s in dataset.sentences]) if dataset.sentences else 1
+        return tagger_loss(labelled_per_sequence=float(words))
 
     def predict(self, dataset, outputs, word_index):
         """The predicted tag (its name) of every word of every sentence."""
@@ -250,10 +251,7 @@ class QuestionAnsweringTask:
         return {}
 
     def loss(self, examples):
-        return {
-            key: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-            for key in ("start_logits", "end_logits")
-        }
+        return question_answerer_loss()
 
     def predict(self, examples, outputs, features):
         """`{"answers": {id: text}, "nbest": {id: [...]}}` as run_squad.py writes them."""
