@@ -12,6 +12,7 @@ uninterrupted run. A NaN or Inf loss stops the run (`TerminateOnNaN`) without ov
 the last good checkpoint.
 """
 
+import contextlib
 import itertools
 import logging
 import math
@@ -21,6 +22,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE, ResumeCheckpoint, restore
 from keras_bert_zoo.training.distributed import StrategyTrainer
+from keras_bert_zoo.training.processes import broadcast
 
 __all__ = ["STATE_FILE", "ResumeCheckpoint", "fit_resumable", "interval_sizes", "restore"]
 logger = logging.getLogger(__name__)
@@ -116,7 +118,8 @@ def fit_resumable(
         directory: where checkpoints live (the same for every attempt of the run).
         strategy: a non-default `tf.distribute` strategy trains with
             `distributed.StrategyTrainer` (XLA per replica when `jit_compile`), since
-            `model.fit` fails there; otherwise `model.fit` (compiled as the model was).
+            `model.fit` fails there; otherwise `model.fit` (compiled as the model was),
+            inside the scope of a `keras.distribution` one (`processes.data_parallel`).
         checkpoint_every_minutes: also checkpoint after the first step that ends this many
             minutes after the previous checkpoint (or the start of this attempt).
 
@@ -124,7 +127,11 @@ def fit_resumable(
     """
     check_minutes(checkpoint_every_minutes)
     sizes = interval_sizes(total_steps, steps_per_checkpoint)
-    start = restore(model, directory)
+    laid_out = isinstance(strategy, keras.distribution.DataParallel)  # Keras' (on JAX)
+    # Its scope lays out the optimizer's slots (built by a restore) and batches on its devices.
+    scope = strategy.scope if laid_out else contextlib.nullcontext
+    with scope():
+        start = _restore(model, directory)
     if start >= total_steps:
         logger.info("The run in %s is already complete.", directory)
     checkpoint = ResumeCheckpoint(directory, keep_checkpoints, start, checkpoint_every_minutes)
@@ -144,10 +151,11 @@ def fit_resumable(
             ],
         )
         remaining = dataset(first) if callable(dataset) else dataset.skip(first)
-        if strategy is not None and strategy is not tf.distribute.get_strategy():
+        if not laid_out and strategy not in (None, tf.distribute.get_strategy()):
             history = StrategyTrainer(model, strategy, jit_compile).fit(remaining, **arguments)
         else:
-            history = model.fit(remaining, shuffle=False, **arguments)
+            with scope():
+                history = model.fit(remaining, shuffle=False, **arguments)
         for key, values in history.history.items():
             merged.history.setdefault(key, []).extend(values)
         losses = history.history.get("loss", [])
@@ -158,3 +166,16 @@ def fit_resumable(
                 "mixed_bfloat16 precision, then re-run the same command to resume from it."
             )
     return merged
+
+
+def _restore(model: keras.Model, directory) -> int:
+    """`restore`; the processes of a multi-process run must resume from the same step."""
+    start = restore(model, directory)
+    agreed = broadcast(start)
+    if start != agreed:
+        raise ValueError(
+            f"This process found a checkpoint of step {start} in {directory}, process 0 one "
+            f"of step {agreed}: every process of --strategy data-parallel must see the same "
+            "--output directory (a shared filesystem)."
+        )
+    return start
