@@ -1,7 +1,8 @@
 """Names a user picks from, importable without Keras or TensorFlow (the CLI's `--help`)."""
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")  # Keras dtype policies
-STRATEGIES = ("none", "mirrored", "multi-worker", "tpu")  # tf.distribute strategies by name
+# tf.distribute strategies by name (TensorFlow), and Keras' DataParallel (JAX).
+STRATEGIES = ("none", "mirrored", "multi-worker", "tpu", "data-parallel")
 # What `kbz finetune` / `kbz predict` write predictions to, per task.
 PREDICTION_FILES = {
     "classifier": "predictions.tsv",

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.training.distributed import StrategyTrainer
+from keras_bert_zoo.training.distributed import StrategyTrainer, get_strategy
 
 GLOBAL_BATCH = 8
 
@@ -107,7 +107,7 @@ WORKER = textwrap.dedent("""
     import tensorflow as tf
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import test_distributed as t
-    from keras_bert_zoo.training.distributed import StrategyTrainer
+    from keras_bert_zoo.training.distributed import StrategyTrainer, get_strategy
     model = t._model(strategy)
     StrategyTrainer(model, strategy, jit_compile=True).fit(
         t._dataset(), epochs=2, steps_per_epoch=2, verbose=0)
@@ -154,3 +154,8 @@ def test_multi_worker_two_local_processes_equal_single_device(single_device, tmp
     for index in range(2):
         with np.load(tmp_path / f"w{index}.npz") as saved:
             _assert_same({k.replace("|", "/"): saved[k] for k in saved.files}, single_device[0])
+
+
+def test_data_parallel_is_a_clear_error_on_tensorflow():
+    with pytest.raises(ValueError, match=r"data-parallel` is Keras' DataParallel, which kbz runs"):
+        get_strategy("data-parallel")

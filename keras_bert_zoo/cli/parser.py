@@ -84,8 +84,12 @@ def _add_training_arguments(parser, learning_rate: float | None = None, batch_si
         "--strategy",
         choices=STRATEGIES,
         default="none",
-        help="tf.distribute strategy: none (one device, default), mirrored (every local "
-        "GPU), multi-worker (TF_CONFIG's workers), tpu (with --tpu)",
+        help="none (one device, default); on TensorFlow, a tf.distribute strategy: mirrored "
+        "(every local GPU), multi-worker (TF_CONFIG's workers), tpu (with --tpu); on JAX, "
+        "data-parallel: every device of every process, the processes joined as "
+        "keras.distribution.initialize reads KERAS_DISTRIBUTION_JOB_ADDRESSES (process 0's "
+        "host:port), KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID; "
+        "process 0 writes --output, which every process must see",
     )
     parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
     add_compile_arguments(

@@ -27,6 +27,7 @@ from keras_bert_zoo.jobs.checks import (
     output_directory,
     settings_of,
 )
+from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.jobs.validation import ValidationCallback
 from keras_bert_zoo.lora import enable_lora, merge_lora
@@ -39,6 +40,7 @@ from keras_bert_zoo.training import batching, bucket_choice
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
+from keras_bert_zoo.training.processes import check_global_batch, shard_batches
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 logger = logging.getLogger(__name__)
@@ -156,6 +158,8 @@ def run_finetune(
     for flag, (path,) in inputs.items():
         input_file(flag, path, f"a {FILE_KINDS[task]} file")
     output_directory("--output", output)
+    distribution = get_strategy(strategy, tpu)  # first: processes join before JAX computes
+    check_global_batch(batch_size, distribution)
     export = exports.export_on_this_backend(export, Path(output) / "preset")
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
@@ -184,13 +188,12 @@ def run_finetune(
     )
     preset_with_weights(preset)  # a download fails here, before --output is written
     with (
-        RunDirectory(output, "finetune", settings, inputs, overwrite) as run,
+        ProcessRun(RunDirectory(output, "finetune", settings, inputs, overwrite)) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:
             return run.finished
-        output = Path(output)
-        distribution = get_strategy(strategy, tpu)
+        output = run.output  # a scratch copy on the processes other than 0 of a run
         with distribution.scope():
             model = from_preset(preset, task=task, **job.task_kwargs(train_data))
             if lora_rank:
@@ -200,6 +203,7 @@ def run_finetune(
             )
             model.compile(optimizer=optimizer, loss=job.loss(train_data), jit_compile=jit_compile)
         dataset = batching.training_stream(x, y, schedule, job.sequence_outputs)
+        dataset = shard_batches(dataset, batch_size, distribution)  # this process's rows
         x_val, _, extra_val = job.arrays(validation_data)
 
         def predict(network):
@@ -222,7 +226,7 @@ def run_finetune(
             interval,
             output / "checkpoints",
             callbacks=[validation, tensorboard(output)],
-            verbose=verbose,
+            verbose=verbose if run.chief else 0,
             strategy=distribution,
             jit_compile=jit_compile,
             keep_checkpoints=keep_checkpoints,
@@ -235,9 +239,9 @@ def run_finetune(
         if outputs is None:  # an earlier epoch's weights, or validated before a resume
             outputs = predict(model)
         predictions = job.predict(validation_data, outputs, extra_val)
-        job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
         results = job.metrics(validation_data, predictions)
         results = {key: float(value) for key, value in results.items()}
+        job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
         write_json(
             output / "metrics.json",
             {**results, "kept_epoch": kept["epoch"], "history": validation.history},

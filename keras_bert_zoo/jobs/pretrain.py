@@ -6,8 +6,6 @@ output directory held by `rundir.RunDirectory`. The input is a stream positioned
 (`RecordStream`, `MaskingStream`), so a resume does not replay the steps already done.
 """
 
-from pathlib import Path
-
 import keras
 
 from keras_bert_zoo.data.pretraining.datasets import RecordStream
@@ -21,6 +19,7 @@ from keras_bert_zoo.jobs.checks import (
     settings_of,
 )
 from keras_bert_zoo.jobs.finetune import tensorboard
+from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -31,6 +30,7 @@ from keras_bert_zoo.tokenization import BertTokenizer
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
+from keras_bert_zoo.training.processes import check_global_batch, shard_batches
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 DEFAULT_CHECKPOINT_EVERY = 1000  # steps, as google-research/bert's save_checkpoints_steps
@@ -117,6 +117,8 @@ def run_pretrain(
     interval = checkpoint_every or min(DEFAULT_CHECKPOINT_EVERY, num_train_steps)
     interval_sizes(num_train_steps, interval, f"--num-train-steps {num_train_steps}")
     output_directory("--output", output)
+    distribution = get_strategy(strategy, tpu)  # first: processes join before JAX computes
+    check_global_batch(batch_size, distribution)
     set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
     flag, patterns = input_flag(input_file, text_file)
@@ -126,14 +128,14 @@ def run_pretrain(
     )
     if not from_scratch:
         preset_with_weights(preset)  # a download fails here, before --output is written
+    dataset = shard_batches(dataset, batch_size, distribution)  # this process's rows
     with (
-        RunDirectory(output, "pretrain", settings, inputs, overwrite) as run,
+        ProcessRun(RunDirectory(output, "pretrain", settings, inputs, overwrite)) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:
             return run.finished
-        output = Path(output)
-        distribution = get_strategy(strategy, tpu)
+        output = run.output  # a scratch copy on the processes other than 0 of a run
         with distribution.scope():
             model = from_preset(
                 preset,
@@ -162,7 +164,7 @@ def run_pretrain(
             interval,
             output / "checkpoints",
             callbacks=[tensorboard(output)],
-            verbose=verbose,
+            verbose=verbose if run.chief else 0,
             strategy=distribution,
             jit_compile=jit_compile,
             keep_checkpoints=keep_checkpoints,

@@ -3,6 +3,7 @@
 - `optimizers`: `create_optimizer` (AdamW / LAMB with BERT's decay exclusions),
   `WarmupLinearDecay`, and `AdamW` (epsilon as PyTorch and Hugging Face place it);
 - `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
+  `processes`: data parallel on JAX over several processes (process 0 writes);
 - `resume`: `fit_resumable`, checkpoints at step intervals (and in time) and exact resume;
   `checkpoint_files`: the atomic checkpoint files, `state.json` and the fallback on damage;
 - `compile_cache`: `enable_compile_cache`, XLA's compiled programs kept on disk across runs;

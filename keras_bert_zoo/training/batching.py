@@ -44,6 +44,8 @@ from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 
 tf = require_tensorflow(TF_DATA_PIPELINES)
 
+from keras_bert_zoo.training.processes import local_forward, process_count
+
 SMALLEST_BUCKET = 16
 
 
@@ -173,6 +175,8 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     back to the full length with the lowest float (never an argmax, never a top logit).
     """
     run = _graph_forward(model) if predicts_as_graph(model) else None
+    if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
+        run = local_forward(model)
     return _predict(model, x, batch_size, buckets, sequence_outputs, run)
 
 

@@ -1,6 +1,7 @@
 """Devices and precision: strategies by name, the dtype policy, and a distributed loop.
 
-`get_strategy` / `set_precision` back the `--strategy` / `--mixed-precision` flags.
+`get_strategy` / `set_precision` back the `--strategy` / `--mixed-precision` flags (on JAX,
+`--strategy data-parallel` is `training.processes`).
 `StrategyTrainer` is a training loop for `tf.distribute` strategies where `model.fit`
 cannot go:
 
@@ -18,6 +19,7 @@ import keras
 
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
 from keras_bert_zoo.extras import require_tensorflow
+from keras_bert_zoo.training.processes import data_parallel
 
 tf = require_tensorflow("tf.distribute strategies")
 
@@ -30,17 +32,28 @@ def set_precision(precision: str) -> None:
 
 
 def get_strategy(name: str = "none", tpu: str | None = None):
-    """A `tf.distribute` strategy by CLI name; "none" is the default (one device) strategy.
+    """A strategy by CLI name; "none" is the default (one device) strategy.
 
-    tf.distribute drives TensorFlow models only: on another Keras backend only "none" works.
+    tf.distribute strategies drive TensorFlow models only; "data-parallel" is Keras'
+    `DataParallel` on JAX, over every device of every process (`training.processes`).
     """
     backend = keras.backend.backend()
-    if name != "none" and name in STRATEGIES and backend != "tensorflow":
+    if name not in STRATEGIES:
+        raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: {name!r}")
+    if name == "data-parallel":
+        if backend != "jax":
+            raise ValueError(
+                f"`--strategy data-parallel` is Keras' DataParallel, which kbz runs on "
+                f"KERAS_BACKEND=jax. Received: KERAS_BACKEND={backend}. On TensorFlow use "
+                "`--strategy mirrored` (local devices) or `--strategy multi-worker` (TF_CONFIG)."
+            )
+        return data_parallel()
+    if name != "none" and backend != "tensorflow":
         raise ValueError(
             f"`--strategy {name}` uses tf.distribute, which needs KERAS_BACKEND=tensorflow. "
-            f"Received: KERAS_BACKEND={backend}. Use `--strategy none` on {backend} (for data "
-            "parallel training on JAX, keras.distribution.DataParallel in Python), or run "
-            "with KERAS_BACKEND=tensorflow."
+            f"Received: KERAS_BACKEND={backend}. Use `--strategy none` on {backend}"
+            + (" or `--strategy data-parallel`" if backend == "jax" else "")
+            + ", or run with KERAS_BACKEND=tensorflow."
         )
     if name == "none":
         return tf.distribute.get_strategy()
@@ -48,12 +61,10 @@ def get_strategy(name: str = "none", tpu: str | None = None):
         return tf.distribute.MirroredStrategy()
     if name == "multi-worker":
         return tf.distribute.MultiWorkerMirroredStrategy()
-    if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: {name!r}")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
 
 
 def _loss_value(loss, y, y_pred, sample_weight):

@@ -12,6 +12,7 @@ uninterrupted run, and says so in one line (`console.status`). A NaN or Inf loss
 run (`TerminateOnNaN`) without overwriting the last good checkpoint.
 """
 
+import contextlib
 import itertools
 import logging
 import math
@@ -21,6 +22,7 @@ import keras
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE, ResumeCheckpoint, restore
 from keras_bert_zoo.training.distributed import StrategyTrainer
+from keras_bert_zoo.training.processes import broadcast
 from keras_bert_zoo.training.progress import StepProgress, fit_verbose
 
 tf = require_tensorflow(TF_DATA_PIPELINES)
@@ -120,7 +122,8 @@ def fit_resumable(
         directory: where checkpoints live (the same for every attempt of the run).
         strategy: a non-default `tf.distribute` strategy trains with
             `distributed.StrategyTrainer` (XLA per replica when `jit_compile`), since
-            `model.fit` fails there; otherwise `model.fit` (compiled as the model was).
+            `model.fit` fails there; otherwise `model.fit` (compiled as the model was),
+            inside the scope of a `keras.distribution` one (`processes.data_parallel`).
         checkpoint_every_minutes: also checkpoint after the first step that ends this many
             minutes after the previous checkpoint (or the start of this attempt).
         verbose: Keras' fit verbosity; "auto" is a live bar at a terminal, one plain line
@@ -132,7 +135,11 @@ def fit_resumable(
     """
     check_minutes(checkpoint_every_minutes)
     sizes = interval_sizes(total_steps, steps_per_checkpoint)
-    start = restore(model, directory, total_steps)
+    laid_out = isinstance(strategy, keras.distribution.DataParallel)  # Keras' (on JAX)
+    # Its scope lays out the optimizer's slots (built by a restore) and batches on its devices.
+    scope = strategy.scope if laid_out else contextlib.nullcontext
+    with scope():
+        start = _restore(model, directory, total_steps)
     if start >= total_steps:
         logger.info("The run in %s is already complete.", directory)
     checkpoint = ResumeCheckpoint(directory, keep_checkpoints, start, checkpoint_every_minutes)
@@ -157,10 +164,11 @@ def fit_resumable(
             ],
         )
         remaining = dataset(first) if callable(dataset) else dataset.skip(first)
-        if strategy is not None and strategy is not tf.distribute.get_strategy():
+        if not laid_out and strategy not in (None, tf.distribute.get_strategy()):
             history = StrategyTrainer(model, strategy, jit_compile).fit(remaining, **arguments)
         else:
-            history = model.fit(remaining, shuffle=False, **arguments)
+            with scope():
+                history = model.fit(remaining, shuffle=False, **arguments)
         for key, values in history.history.items():
             merged.history.setdefault(key, []).extend(values)
         losses = history.history.get("loss", [])
@@ -171,3 +179,16 @@ def fit_resumable(
                 "mixed_bfloat16 precision, then re-run the same command to resume from it."
             )
     return merged
+
+
+def _restore(model: keras.Model, directory, total_steps: int) -> int:
+    """`restore`; the processes of a multi-process run must resume from the same step."""
+    start = restore(model, directory, total_steps)
+    agreed = broadcast(start)
+    if start != agreed:
+        raise ValueError(
+            f"This process found a checkpoint of step {start} in {directory}, process 0 one "
+            f"of step {agreed}: every process of --strategy data-parallel must see the same "
+            "--output directory (a shared filesystem)."
+        )
+    return start
