@@ -41,10 +41,9 @@ import keras
 import numpy as np
 
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.training.processes import local_forward, process_count
 
 tf = require_tensorflow(TF_DATA_PIPELINES)
-
-from keras_bert_zoo.training.processes import local_forward, process_count
 
 SMALLEST_BUCKET = 16
 
