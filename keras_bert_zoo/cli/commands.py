@@ -1,10 +1,9 @@
 """What each `kbz` command does, and every line it prints.
 
-Each command imports its implementation (Keras, TensorFlow) when it runs, so `kbz --help`,
-`kbz --version` and `kbz presets` answer at once.
+Each command imports its job (Keras, TensorFlow) inside its function, when it runs, so
+`kbz --help`, `kbz --version` and `kbz presets` answer at once.
 """
 
-import importlib
 import json
 from pathlib import Path
 
@@ -27,25 +26,22 @@ def flags(args, *names) -> dict:
     return {name: getattr(args, name) for name in names}
 
 
-def _load(module: str):
-    """Imports a command's implementation when the command runs (keeps `--help` instant)."""
-    return importlib.import_module(f"keras_bert_zoo.{module}")
-
-
 def use_compile_cache(args) -> None:
     """Before anything compiles: `--jit-compile`'s default for the backend, and XLA's programs
     kept on disk (`--compile-cache`)."""
     resolve_jit_compile(args)
     if not getattr(args, "jit_compile", False):
         return
+    from keras_bert_zoo.training import compile_cache  # only for XLA: it loads the backend
+
     choice = args.compile_cache
-    cache = _load("training.compile_cache")
-    if choice is None or choice.strip().lower() not in cache.OFF:
-        cache.enable_compile_cache(choice)
+    if choice is None or choice.strip().lower() not in compile_cache.OFF:
+        compile_cache.enable_compile_cache(choice)
 
 
 def run_presets(args) -> int:
-    registry = _load("presets.registry")
+    from keras_bert_zoo.presets import registry  # when run: --help stays instant
+
     for name in registry.list_presets():
         config = registry.load_preset_config(name)
         arch = config.architecture
@@ -59,9 +55,11 @@ def run_presets(args) -> int:
 
 
 def run_convert(args) -> int:
+    from keras_bert_zoo.checkpoints import convert  # when run: --help stays instant
+    from keras_bert_zoo.presets import registry  # when run: --help stays instant
+
     source = args.src
     if not Path(source).exists() and args.target_format == "huggingface":
-        registry = _load("presets.registry")
         if source in registry.list_presets():  # a named preset: its downloaded weights
             source = registry.cache_dir() / source
             if not source.is_dir():
@@ -69,7 +67,7 @@ def run_convert(args) -> int:
                     f"Preset '{args.src}' has no weights on this machine yet; "
                     f"load it once with kbz.from_preset('{args.src}')."
                 )
-    destination = _load("checkpoints").convert(
+    destination = convert(
         source,
         args.dst,
         source_format=args.source_format,
@@ -91,6 +89,8 @@ def run_convert(args) -> int:
 
 
 def run_finetune(args) -> int:
+    from keras_bert_zoo.jobs import finetune  # when run: --help stays instant
+
     options = {}
     if args.task == "classify":
         options = dict(
@@ -100,7 +100,7 @@ def run_finetune(args) -> int:
         )
     elif args.task == "qa":
         options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
-    metrics = _load("jobs.finetune").run_finetune(
+    metrics = finetune.run_finetune(
         FINETUNE_TASKS[args.task],
         args.preset,
         args.train,
@@ -133,7 +133,9 @@ def list_outputs(output, *written) -> None:
 
 
 def run_pretrain(args) -> int:
-    metrics = _load("jobs.pretrain").run_pretrain(
+    from keras_bert_zoo.jobs import pretrain  # when run: --help stays instant
+
+    metrics = pretrain.run_pretrain(
         args.preset,
         args.output,
         input_file=args.input_file,
@@ -153,7 +155,9 @@ def run_pretrain(args) -> int:
 
 
 def run_create_pretraining_data(args) -> int:
-    stats = _load("data.pretraining.create").create_pretraining_data(
+    from keras_bert_zoo.data.pretraining import create  # when run: --help stays instant
+
+    stats = create.create_pretraining_data(
         args.input_file,
         args.output_file,
         args.vocab_file,
@@ -192,6 +196,8 @@ def interrupted(args) -> str:
 
 
 def run_predict(args) -> int:
+    from keras_bert_zoo.jobs import predict  # when run: --help stays instant
+
     options = {
         "n_best_size": args.n_best_size,
         "max_answer_length": args.max_answer_length,
@@ -205,7 +211,7 @@ def run_predict(args) -> int:
         }
     elif args.task == "tag":
         options = {}
-    result = _load("jobs.predict").run_predict(
+    result = predict.run_predict(
         FINETUNE_TASKS[args.task],
         args.model,
         args.input,

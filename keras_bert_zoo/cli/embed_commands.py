@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 from keras_bert_zoo.cli import commands, finetune_flags, lora_flags
-from keras_bert_zoo.cli.commands import SCHEDULE, _load
+from keras_bert_zoo.cli.commands import SCHEDULE
 
 
 def run_finetune_embed(args) -> int:
+    from keras_bert_zoo.jobs import finetune_embed  # when run: --help stays instant
+
     unsupported = {
         "--strategy": args.strategy != "none",
         "--tpu": args.tpu is not None,
@@ -24,7 +26,7 @@ def run_finetune_embed(args) -> int:
             f"kbz finetune embed runs on one device in float32 without mid-run checkpoints; "
             f"drop {', '.join(given)}."
         )
-    metrics = _load("jobs.finetune_embed").run_finetune_embed(
+    metrics = finetune_embed.run_finetune_embed(
         args.preset,
         args.train,
         args.validation,
@@ -48,7 +50,9 @@ def run_finetune_embed(args) -> int:
 
 
 def run_embed(args) -> int:
-    result = _load("jobs.embed").run_embed(
+    from keras_bert_zoo.jobs import embed  # when run: --help stays instant
+
+    result = embed.run_embed(
         args.model,
         args.input,
         args.output,

@@ -5,8 +5,6 @@ The implementation (Keras, TensorFlow, tf2onnx) is imported when the command run
 
 from pathlib import Path
 
-from keras_bert_zoo.cli.commands import _load
-
 DEFAULT_SEQUENCE_LENGTH = 128  # for a preset that records no length
 
 
@@ -23,26 +21,36 @@ def export_task(config, requested: str | None) -> str:
 
 def export_length(preset, args) -> int:
     """`--sequence-length`, else the length the preset records (the run's), else 128."""
-    recorded = _load("presets.registry").load_preset_config(preset).sequence_length
+    from keras_bert_zoo.presets.registry import load_preset_config  # when run: --help stays instant
+
+    recorded = load_preset_config(preset).sequence_length
     return args.sequence_length or recorded or DEFAULT_SEQUENCE_LENGTH
 
 
 def _model(args):
+    from keras_bert_zoo.presets import from_preset  # when run: --help stays instant
+    from keras_bert_zoo.presets.registry import load_preset_config  # when run: --help stays instant
+    from keras_bert_zoo.saving.models import load_model  # when run: --help stays instant
+
     source = Path(args.source)
     if source.is_dir():
-        config = _load("presets.registry").load_preset_config(source)
+        config = load_preset_config(source)
         task = export_task(config, args.task)
-        return _load("presets").from_preset(source, task=task), args.preset or source
+        return from_preset(source, task=task), args.preset or source
     if source.suffix == ".keras" and source.is_file():
-        return _load("saving.models").load_model(source, compile=False), args.preset
+        return load_model(source, compile=False), args.preset
     raise ValueError(f"{source} is neither a preset directory nor a .keras file.")
 
 
 def run_export(args) -> int:
+    from keras_bert_zoo.tokenization import BertPreprocessor  # when run: --help stays instant
+
     onnx = args.format == "onnx"
     if onnx:  # a missing extra is named before any work, as one line (kbz prints ValueError)
+        from keras_bert_zoo.export import onnx as onnx_export  # only for ONNX: tf2onnx
+
         try:
-            _load("export.onnx").require_onnx()
+            onnx_export.require_onnx()
         except ImportError as error:
             raise ValueError(str(error)) from error
     keras_file = Path(args.source).suffix == ".keras"
@@ -59,14 +67,14 @@ def run_export(args) -> int:
     model, tokenizer_preset = _model(args)
     preprocessor = None
     if tokenizer_preset is not None:
-        preprocessor = _load("tokenization").BertPreprocessor.from_preset(
+        preprocessor = BertPreprocessor.from_preset(
             tokenizer_preset, sequence_length=export_length(tokenizer_preset, args)
         )
     details = f", {args.quantize}" if args.quantize else ""
     if preprocessor is not None:  # which length the strings are cut to, said once
         details += f", {preprocessor.sequence_length} tokens"
     if onnx:
-        path = _load("export.onnx").export_onnx(
+        path = onnx_export.export_onnx(
             model,
             args.destination,
             preprocessor=preprocessor,
@@ -80,9 +88,13 @@ def run_export(args) -> int:
             f"onnxruntime.InferenceSession('{path / 'model.onnx'}')."
         )
         return 0
+    from keras_bert_zoo.export import saved_model  # when run: --help stays instant
+
     if args.quantize:
-        _load("export.quantization").quantize_keras(model, args.quantize)
-    path = _load("export").export_saved_model(
+        from keras_bert_zoo.export.quantization import quantize_keras  # only for int8
+
+        quantize_keras(model, args.quantize)
+    path = saved_model.export_saved_model(
         model,
         args.destination,
         preprocessor=preprocessor,
