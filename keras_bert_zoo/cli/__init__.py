@@ -27,7 +27,7 @@ def main(argv=None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     console.show_status()
-    flags = messages.command_flags(parser, args.command)
+    flags = messages.command_flags(parser, args.command, getattr(args, "task", None))
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
             commands.use_compile_cache(args)

@@ -11,6 +11,7 @@ from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.cli import lora_flags
 from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
 from keras_bert_zoo.cli.finetune_flags import TASK_NAMES
+from keras_bert_zoo.cli.task_flags import predict_options
 
 # The tasks `kbz finetune` and `kbz predict` run here (`embed` is in `embed_commands`).
 FINETUNE_TASKS = {cli: task for cli, task in TASK_NAMES.items() if cli != "embed"}
@@ -198,19 +199,7 @@ def interrupted(args) -> str:
 def run_predict(args) -> int:
     from keras_bert_zoo.jobs import predict  # when run: --help stays instant
 
-    options = {
-        "n_best_size": args.n_best_size,
-        "max_answer_length": args.max_answer_length,
-        "doc_stride": args.doc_stride,
-        "max_query_length": args.max_query_length,
-    }
-    if args.task == "classify":
-        options = {
-            "text_columns": tuple(args.text_columns.split(",")) if args.text_columns else None,
-            "label_column": args.label_column,
-        }
-    elif args.task == "tag":
-        options = {}
+    options = predict_options(args)
     result = predict.run_predict(
         FINETUNE_TASKS[args.task],
         args.model,

@@ -4,7 +4,7 @@ Each flag defaults to None on the command line; `resolve` fills in the task's va
 `choices.FINETUNE_DEFAULTS` (the table `run_finetune` uses too), and `--help` lists them.
 """
 
-from keras_bert_zoo.choices import FINETUNE_DEFAULTS, finetune_settings
+from keras_bert_zoo.choices import FINETUNE_DEFAULTS, LORA_LEARNING_RATE, finetune_settings
 
 # Command-line task names -> the package's task names (`keras_bert_zoo.tasks.TASKS`).
 TASK_NAMES = {
@@ -22,18 +22,17 @@ FLAGS = {
 }
 
 
-def _per_task(name: str) -> str:
-    return ", ".join(f"{cli} {FINETUNE_DEFAULTS[task][name]:g}" for cli, task in TASK_NAMES.items())
-
-
-def add_finetune_hyperparameters(parser) -> None:
-    """`--epochs`, `--batch-size`, `--learning-rate`, `--warmup-fraction`, `--sequence-length`."""
+def add_finetune_hyperparameters(parser, task: str) -> None:
+    """`--epochs`, `--batch-size`, `--learning-rate`, `--warmup-fraction`, `--sequence-length`
+    of `kbz finetune <task>`, its defaults in the help (`resolve` fills them in)."""
+    defaults = FINETUNE_DEFAULTS[TASK_NAMES[task]]
     for name, (kind, meaning) in FLAGS.items():
+        lora = f"; with --lora-rank {LORA_LEARNING_RATE:g}" if name == "learning_rate" else ""
         parser.add_argument(
             f"--{name.replace('_', '-')}",
             type=kind,
             default=None,
-            help=f"{meaning} (default per task: {_per_task(name)})",
+            help=f"{meaning} (default: {defaults[name]:g}{lora})",
         )
 
 

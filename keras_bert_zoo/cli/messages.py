@@ -17,12 +17,21 @@ _NAME = re.compile(r"`([a-z][a-z0-9_]*)`")
 _ASSIGNMENT = re.compile(r"\b([a-z][a-z0-9_]*)=('[^']*'|\"[^\"]*\"|[^\s,;()]+?)(?=[.,;)]*(\s|$))")
 
 
-def command_flags(parser: argparse.ArgumentParser, command: str | None) -> dict:
-    """`{destination: action}` of the optional arguments of `kbz <command>`."""
-    actions = list(parser._actions)
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            actions += action.choices[command]._actions
+def command_flags(parser: argparse.ArgumentParser, *path) -> dict:
+    """`{destination: action}` of the optional arguments of `kbz <path...>`; a subcommand left
+    out of `path` (`kbz predict` without its task) contributes every one of its choices'."""
+    actions, parsers = list(parser._actions), [parser]
+    for name in [*path, None]:
+        children = []
+        for current in parsers:
+            for action in current._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    chosen = [action.choices[name]] if name in action.choices else []
+                    children += chosen if name is not None else list(action.choices.values())
+        actions += [a for child in children for a in child._actions]
+        parsers = children
+        if not parsers:
+            break
     return {a.dest: a for a in actions if any(o.startswith("--") for o in a.option_strings)}
 
 

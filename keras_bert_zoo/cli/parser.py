@@ -16,11 +16,11 @@ from keras_bert_zoo.cli.embed_parser import add_embed
 from keras_bert_zoo.cli.export_flags import add_export_flags
 from keras_bert_zoo.cli.finetune_flags import add_finetune_hyperparameters
 from keras_bert_zoo.cli.lora_flags import add_lora_arguments
-
-DOC_STRIDE = (  # google-research/bert's convention; README "--doc-stride" derives the conversion
-    "qa: tokens between the starts of consecutive context windows (run_squad.py's doc_stride; "
-    "Hugging Face run_qa.py's --doc_stride S is their overlap: the same windows take "
-    "L - 3 - q - S for sequence length L and a q-token question)"
+from keras_bert_zoo.cli.task_flags import (
+    SUMMARIES,
+    TRAIN_FILES,
+    add_finetune_task_flags,
+    add_predict_task_flags,
 )
 
 
@@ -59,11 +59,13 @@ def _add_convert(subcommands) -> None:
     convert.set_defaults(run=commands.run_convert)
 
 
-def _add_training_arguments(parser, learning_rate: float | None = None, batch_size=32) -> None:
-    """Flags shared by `kbz finetune` and `kbz pretrain` (finetune's schedule: per task)."""
+def _add_training_arguments(
+    parser, learning_rate: float | None = None, batch_size=32, task: str | None = None
+) -> None:
+    """Flags shared by `kbz finetune TASK` and `kbz pretrain` (finetune's schedule: `task`'s)."""
     parser.add_argument("--output", required=True, help="output directory")
     if learning_rate is None:
-        add_finetune_hyperparameters(parser)
+        add_finetune_hyperparameters(parser, task)
     else:
         parser.add_argument(
             "--batch-size", type=int, default=batch_size, help="training examples per step"
@@ -122,46 +124,35 @@ def _add_training_arguments(parser, learning_rate: float | None = None, batch_si
 
 def _add_finetune(subcommands) -> None:
     finetune = subcommands.add_parser(
-        "finetune", help="fine-tune a classifier, tagger, QA model or sentence embedder"
+        "finetune",
+        help="fine-tune a classifier, tagger, QA model or sentence embedder",
+        description="`kbz finetune TASK --help` lists the task's flags and its defaults.",
     )
-    finetune.add_argument("task", choices=sorted([*FINETUNE_TASKS, "embed"]))
-    finetune.add_argument("--preset", required=True, help="preset name or directory")
-    finetune.add_argument(
-        "--train",
-        required=True,
-        help="GLUE TSV, CoNLL or SQuAD JSON file; embed: query<TAB>positive pairs",
-    )
-    finetune.add_argument("--validation", required=True, help="file of the same format")
-    _add_training_arguments(finetune)  # epochs, batch, schedule, length: defaults per task
-    finetune.add_argument("--no-export", action="store_true", help="skip the SavedModel")
-    finetune.add_argument(
-        "--bucketing",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="batches of similar length trimmed to a few lengths chosen from the training "
-        "set (multiples of 8; validation: 16, 32, 64, ...) (default: on; --no-bucketing pads "
-        "every batch to --sequence-length)",
-    )
-    finetune.add_argument(
-        "--keep",
-        choices=["best", "last"],
-        default="best",
-        help="weights written out: the best validation epoch's (default) or the last ones",
-    )
-    finetune.add_argument(
-        "--text-columns",
-        default="sentence",
-        help="classify: comma-separated text column(s), e.g. question,sentence",
-    )
-    finetune.add_argument("--label-column", default="label", help="classify: label column")
-    finetune.add_argument("--regression", action="store_true", help="classify: float labels")
-    finetune.add_argument("--doc-stride", type=int, default=128, help=DOC_STRIDE)
-    finetune.add_argument("--max-query-length", type=int, default=64, help="qa")
-    finetune.add_argument(
-        "--scale", type=float, default=20.0, help="embed: cosine scale of the in-batch loss"
-    )
-    add_lora_arguments(finetune)
-    finetune.set_defaults(run=embed_commands.run_finetune)
+    tasks = finetune.add_subparsers(dest="task", required=True, metavar="TASK")
+    for task in sorted([*FINETUNE_TASKS, "embed"]):
+        parser = tasks.add_parser(task, help=SUMMARIES[task], description=SUMMARIES[task])
+        parser.add_argument("--preset", required=True, help="preset name or directory")
+        parser.add_argument("--train", required=True, help=TRAIN_FILES[task])
+        parser.add_argument("--validation", required=True, help="a file of the same format")
+        _add_training_arguments(parser, task=task)
+        parser.add_argument("--no-export", action="store_true", help="skip the SavedModel")
+        parser.add_argument(
+            "--bucketing",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="batches of similar length trimmed to a few lengths chosen from the training "
+            "set (multiples of 8; validation: 16, 32, 64, ...) (default: on; --no-bucketing "
+            "pads every batch to --sequence-length)",
+        )
+        parser.add_argument(
+            "--keep",
+            choices=["best", "last"],
+            default="best",
+            help="weights written out: the best validation epoch's (default) or the last ones",
+        )
+        add_finetune_task_flags(parser, task)
+        add_lora_arguments(parser)
+        parser.set_defaults(run=embed_commands.run_finetune)
 
 
 def _add_pretrain(subcommands) -> None:
@@ -255,52 +246,48 @@ def add_create_pretraining_data_arguments(parser: argparse.ArgumentParser) -> No
 
 def _add_predict(subcommands) -> None:
     predict = subcommands.add_parser(
-        "predict", help="predictions of a fine-tuned model on a file (and its metrics)"
+        "predict",
+        help="predictions of a fine-tuned model on a file (and its metrics)",
+        description="`kbz predict TASK --help` lists the task's flags.",
     )
-    predict.add_argument("task", choices=sorted(FINETUNE_TASKS))
-    predict.add_argument(
-        "--model", required=True, help="a kbz finetune output directory, or a fine-tuned preset"
-    )
-    predict.add_argument(
-        "--input",
-        required=True,
-        help="GLUE TSV (label column optional), CoNLL (tag column optional: one word per line) "
-        "or SQuAD JSON (answers optional); metrics only where labels are given",
-    )
-    predict.add_argument(
-        "--output",
-        required=True,
-        help="the TSV / CoNLL / predictions.json to write (QA also writes "
-        "nbest_predictions.json beside it)",
-    )
-    predict.add_argument("--batch-size", type=int, default=64)
-    predict.add_argument(
-        "--sequence-length",
-        type=int,
-        default=None,
-        help="default: the run's own (the length its preset records; else 128)",
-    )
-    add_compile_arguments(
-        predict,
-        "run the model with XLA on GPU and TPU (default: on; on CPU one TensorFlow graph "
-        "serves every length bucket)",
-    )
-    predict.add_argument(
-        "--bucketing",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
-        "--no-bucketing pads every batch to --sequence-length)",
-    )
-    predict.add_argument("--text-columns", default=None, help="classify: default the run's")
-    predict.add_argument("--label-column", default=None, help="classify: default the run's")
-    predict.add_argument("--doc-stride", type=int, default=None, help="qa: default the run's")
-    predict.add_argument("--max-query-length", type=int, default=None, help="qa")
-    predict.add_argument("--n-best-size", type=int, default=20, help="qa: candidates kept")
-    predict.add_argument(
-        "--max-answer-length", type=int, default=30, help="qa: longest answer, in tokens"
-    )
-    predict.set_defaults(run=commands.run_predict)
+    tasks = predict.add_subparsers(dest="task", required=True, metavar="TASK")
+    for task in sorted(FINETUNE_TASKS):
+        parser = tasks.add_parser(task, help=SUMMARIES[task], description=SUMMARIES[task])
+        parser.add_argument(
+            "--model", required=True, help="a kbz finetune output directory, or a fine-tuned preset"
+        )
+        parser.add_argument(
+            "--input",
+            required=True,
+            help=f"{TRAIN_FILES[task]}; labels optional: metrics only where they are given",
+        )
+        parser.add_argument(
+            "--output",
+            required=True,
+            help="the TSV / CoNLL / predictions.json to write (QA also writes "
+            "nbest_predictions.json beside it)",
+        )
+        parser.add_argument("--batch-size", type=int, default=64, help="(default: 64)")
+        parser.add_argument(
+            "--sequence-length",
+            type=int,
+            default=None,
+            help="default: the run's own (the length its preset records; else 128)",
+        )
+        add_compile_arguments(
+            parser,
+            "run the model with XLA on GPU and TPU (default: on; on CPU one TensorFlow graph "
+            "serves every length bucket)",
+        )
+        parser.add_argument(
+            "--bucketing",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
+            "--no-bucketing pads every batch to --sequence-length)",
+        )
+        add_predict_task_flags(parser, task)
+        parser.set_defaults(run=commands.run_predict)
 
 
 def _add_export(subcommands) -> None:
