@@ -9,7 +9,8 @@ and at sequence 512 (up to 64: the same tokens per step), in sequences/s and MFU
 chip's dense bf16 data-sheet peak (H100 SXM and H200: 989.4 TFLOP/s); the same steps through
 transformers' `BertForPreTraining` (bf16 autocast, SDPA, `torch.compile`, fused AdamW) as the
 anchor; BERT-base classifier fine-tuning and inference at sequence 128, with fused attention on
-and off when `build_encoder` has an option for it. FLOPs are model FLOPs (benchmarks/flops.py):
+and off (attention dropout 0; `kbz.encoder.set_fused_attention` switches the kernel).
+FLOPs are model FLOPs (benchmarks/flops.py):
 6 x (encoder matmul parameters x L + MLM head parameters x masked positions) + 12 x layers x
 hidden x L^2 for attention; inference is a third of a classifier's training step.
 
@@ -63,12 +64,18 @@ def architecture(preset: str, **changes) -> dict:
 
 
 def attention_variants() -> dict:
-    """Architecture changes for fused attention on and off, as `build_encoder` offers them."""
-    if "fused_attention" in ARGUMENTS:
-        return {"fused": {"fused_attention": True}, "unfused": {"fused_attention": False}}
-    if "attention_dropout" in ARGUMENTS:  # fused wherever attention probabilities take no dropout
-        return {"fused": {"attention_dropout": 0.0}, "unfused": {"attention_dropout": 0.1}}
-    return {"unfused": {}}  # no such option: today's path only
+    """`{variant: (architecture changes, fused switch)}` for fused attention on and off.
+
+    With `attention_dropout` (BERT's own dropout of attention probabilities would keep the
+    explicit path in training), both run it at 0, and the Keras child switches the kernel with
+    `kbz.encoder.set_fused_attention`: the same math, fused or explicit.
+    """
+    if "attention_dropout" in ARGUMENTS:
+        return {
+            "fused": ({"attention_dropout": 0.0}, True),
+            "unfused": ({"attention_dropout": 0.0}, False),
+        }
+    return {"unfused": ({}, None)}  # no such option: today's path only
 
 
 def correctness_job(record: bool) -> dict:
@@ -128,7 +135,7 @@ def plan(args) -> tuple[list, list]:
     sizes, small = list(models), list(models)[-1]
     keras_jobs += [pretrain("Keras/JAX", size, 128) for size in sizes]
     for part, batches in (("finetune", finetune_batches), ("inference", inference_batches)):
-        for variant, changes in attention_variants().items():
+        for variant, (changes, fused) in attention_variants().items():
             keras_jobs.append(
                 {
                     "name": f"{part} {small} classifier seq {lengths[128]}, {variant} attention",
@@ -136,6 +143,7 @@ def plan(args) -> tuple[list, list]:
                     "impl": "Keras/JAX",
                     "min_seconds": minimum.get("finetune", 0),
                     "architecture": architecture(models[small], **changes),
+                    "fused_attention": fused,
                     "length": lengths[128],
                     "batches": batches,
                     **timing,

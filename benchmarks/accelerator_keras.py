@@ -139,9 +139,11 @@ def pretrain(job):
     return largest_batch(job, measure)
 
 
-def classifier(architecture):
+def classifier(architecture, fused_attention=None):
     encoder = kbz.build_encoder(**architecture, dtype=PRECISION)
     model = kbz.build_classifier(encoder, num_classes=2)
+    if fused_attention is not None:  # before the first trace, as the switch requires
+        kbz.encoder.set_fused_attention(model, fused_attention)
     model.compile(
         optimizer=create_optimizer(2e-5, total_steps=10**6),
         loss=classifier_loss(2),
@@ -161,7 +163,7 @@ def finetune(job):
 
     def measure(batch):
         keras.utils.set_random_seed(0)
-        model = classifier(architecture)
+        model = classifier(architecture, job.get("fused_attention"))
         x = classifier_inputs(batch, length, architecture["vocabulary_size"])
         labels = np.arange(batch, dtype="int32") % 2
         first, seconds, loss = timed_fit(model, (x, labels), job)
@@ -177,7 +179,7 @@ def inference(job):
 
     def measure(batch):
         keras.utils.set_random_seed(0)
-        model = classifier(architecture)
+        model = classifier(architecture, job.get("fused_attention"))
         x = classifier_inputs(batch, length, architecture["vocabulary_size"])
         x = {key: np.tile(value, (job["steps"], 1)) for key, value in x.items()}
         start = time.perf_counter()
