@@ -26,6 +26,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import throughput  # noqa: E402
+from accelerator_common import pretraining_batch  # noqa: E402
 from flops import gpu_peak_tflops, pretraining_flops  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
@@ -47,27 +48,7 @@ def peak_flops(override_tflops):
 
 
 def synthetic_batches(batch, length, predictions, vocabulary, seed=0):
-    rng = np.random.default_rng(seed)
-    positions = np.sort(
-        np.stack(
-            [rng.choice(np.arange(1, length - 1), predictions, replace=False) for _ in range(batch)]
-        ),
-        axis=1,
-    )
-    x = {
-        "token_ids": rng.integers(1000, vocabulary, (batch, length)).astype("int32"),
-        "segment_ids": (np.arange(length)[None, :] >= length // 2).repeat(batch, 0).astype("int32"),
-        "padding_mask": np.ones((batch, length), "int32"),
-        "mask_positions": positions.astype("int32"),
-    }
-    y = {
-        "mlm_logits": rng.integers(1000, vocabulary, (batch, predictions)).astype("int32"),
-        "nsp_logits": rng.integers(0, 2, batch).astype("int32"),
-    }
-    weights = {
-        "mlm_logits": np.ones((batch, predictions), "float32"),
-        "nsp_logits": np.ones(batch, "float32"),
-    }
+    x, y, weights = pretraining_batch(batch, length, predictions, vocabulary, seed)
     return tf.data.Dataset.from_tensors((x, y, weights)).repeat()
 
 
