@@ -198,7 +198,7 @@ def test_kbz_export_embedder_of_a_plain_encoder_preset(tmp_path, capsys):
     destination = tmp_path / "emb" / "1"
     run = ["export", str(preset), str(destination), "--task", "embedder", "--sequence-length", "32"]
     assert main(run) == 0
-    assert "(embedder)" in capsys.readouterr().out
+    assert "(embedder, 32 tokens)" in capsys.readouterr().out  # the task and the length cut to
     serve = tf.saved_model.load(str(destination)).signatures["serving_default"]
     got = serve(text=tf.constant(TEXTS))["embeddings"].numpy()
     pre = kbz.BertPreprocessor.from_preset(str(preset), sequence_length=32)
