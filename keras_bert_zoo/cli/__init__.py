@@ -13,7 +13,8 @@ import threading
 
 from keras_bert_zoo import console
 from keras_bert_zoo.cli import commands, messages
-from keras_bert_zoo.cli.parser import add_create_pretraining_data_arguments, build_parser
+from keras_bert_zoo.cli.create_data_flags import add_create_pretraining_data_arguments
+from keras_bert_zoo.cli.parser import build_parser
 from keras_bert_zoo.extras import MissingExtraError
 
 __all__ = ["add_create_pretraining_data_arguments", "build_parser", "end_process", "main", "run"]

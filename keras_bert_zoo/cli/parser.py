@@ -12,6 +12,7 @@ from keras_bert_zoo.cli import commands, embed_commands
 from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
 from keras_bert_zoo.cli.commands import FINETUNE_TASKS
 from keras_bert_zoo.cli.compile_flags import add_compile_arguments
+from keras_bert_zoo.cli.create_data_flags import add_create_pretraining_data_arguments
 from keras_bert_zoo.cli.embed_parser import add_embed
 from keras_bert_zoo.cli.export_flags import add_export_flags
 from keras_bert_zoo.cli.finetune_flags import add_finetune_hyperparameters
@@ -192,56 +193,6 @@ def _add_pretrain(subcommands) -> None:
     )
     _add_training_arguments(pretrain, learning_rate=1e-4, batch_size=32)
     pretrain.set_defaults(run=commands.run_pretrain)
-
-
-def _bool_flag(value: str) -> bool:
-    lowered = str(value).strip().lower()
-    if lowered in ("1", "true", "t", "yes", "y"):
-        return True
-    if lowered in ("0", "false", "f", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def add_create_pretraining_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """google-research/bert's flags (`--do_lower_case=false`, `--nodo_lower_case` too); each
-    also answers to the kebab-case spelling the other commands use (`--input-file`)."""
-
-    def add(flag, *args, **kwargs):
-        parser.add_argument(flag, flag.replace("_", "-"), *args, **kwargs)
-
-    add("--input_file", required=True, help="text files: comma-separated paths or globs")
-    add(
-        "--output_file",
-        required=True,
-        help="TFRecord files: comma-separated paths, or PATH@N for N shards",
-    )
-    add("--vocab_file", help="WordPiece vocabulary (one token per line)")
-    parser.add_argument("--preset", help="take the vocabulary and lowercasing from this preset")
-    for flag, meaning in (
-        ("do_lower_case", "lowercase the text (default: true, or the preset's)"),
-        ("do_whole_word_mask", "mask whole words"),
-    ):
-        add(f"--{flag}", type=_bool_flag, nargs="?", const=True, default=None, help=meaning)
-        parser.add_argument(f"--no{flag}", dest=flag, action="store_false", help=argparse.SUPPRESS)
-    add("--max_seq_length", type=int, default=128, help="tokens per sequence (default 128)")
-    add("--max_predictions_per_seq", type=int, default=20, help="masked LM slots (default 20)")
-    add("--random_seed", type=int, default=12345, help="seed (default 12345)")
-    add("--dupe_factor", type=int, default=10, help="passes with new masks (default 10)")
-    add("--masked_lm_prob", type=float, default=0.15, help="masked LM probability (0.15)")
-    add("--short_seq_prob", type=float, default=0.1, help="short sequence probability (0.1)")
-    add(
-        "--input_format",
-        choices=["sentence_per_line", "raw"],
-        default="sentence_per_line",
-        help="sentence_per_line (original format) or raw running text (default: the former)",
-    )
-    add(
-        "--num_workers",
-        type=int,
-        default=None,
-        help="parallel input files (default: CPU count; worker processes from 2M tokens)",
-    )
 
 
 def _add_predict(subcommands) -> None:
