@@ -21,40 +21,15 @@ anything is written, rather than exported as something transformers would comput
 import json
 from pathlib import Path
 
-# Our task -> (transformers architecture, rows `(our path, [hf names], rule)`, pooler used).
+from keras_bert_zoo.task_specs import SPECS
+
+# Our task -> (transformers architecture, rows `(our path, [hf names], rule)`, pooler used),
+# from each task spec's `huggingface` head.
+HEADS = {name: spec.huggingface for name, spec in SPECS.items() if spec.huggingface}
 TASK_HEADS = {
-    "classifier": (
-        "BertForSequenceClassification",
-        [
-            ("classifier_head/kernel", ["classifier.weight"], "transpose"),
-            ("classifier_head/bias", ["classifier.bias"], None),
-        ],
-        True,
-    ),
-    "tagger": (
-        "BertForTokenClassification",
-        [
-            ("tagger_head/kernel", ["classifier.weight"], "transpose"),
-            ("tagger_head/bias", ["classifier.bias"], None),
-        ],
-        False,
-    ),
-    "question_answerer": (
-        "BertForQuestionAnswering",
-        [
-            ("span_head/kernel", ["qa_outputs.weight"], "transpose"),
-            ("span_head/bias", ["qa_outputs.bias"], None),
-        ],
-        False,
-    ),
+    name: (head.architecture, list(head.rows), head.pooler) for name, head in HEADS.items()
 }
-ARCHITECTURE_TASKS = {architecture: task for task, (architecture, _, _) in TASK_HEADS.items()}
-# The settings each head's structure is defined by; any other key is another structure.
-_TASK_SETTINGS = {
-    "classifier": {"num_classes", "dropout", "multi_label", "label_names"},
-    "tagger": {"num_tags", "dropout", "label_names"},
-    "question_answerer": set(),
-}
+ARCHITECTURE_TASKS = {head.architecture: task for task, head in HEADS.items()}
 _PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
@@ -64,7 +39,7 @@ def _default_name(index: int) -> str:
 
 def check_exportable_task(task: str, task_config: dict, source: str) -> None:
     """Refuses a task head whose settings describe a structure transformers does not have."""
-    unknown = sorted(set(task_config) - _TASK_SETTINGS[task])
+    unknown = sorted(set(task_config) - HEADS[task].settings)
     if unknown:
         raise ValueError(
             f"{source}: the {task} head has settings {unknown} that "
@@ -76,9 +51,10 @@ def check_exportable_task(task: str, task_config: dict, source: str) -> None:
 
 def huggingface_task_fields(task: str, task_config: dict) -> dict:
     """transformers config fields of a task head: `num_labels`, `id2label`, `problem_type`."""
-    if task == "question_answerer":
+    head = HEADS[task]
+    if head.label_count is None:  # a span head: start and end logits
         return {"num_labels": 2}  # qa_outputs is Linear(hidden, num_labels)
-    count = task_config["num_classes"] if task == "classifier" else task_config["num_tags"]
+    count = task_config[head.label_count]
     names = task_config.get("label_names") or [_default_name(i) for i in range(count)]
     fields = {
         "num_labels": count,
@@ -86,7 +62,7 @@ def huggingface_task_fields(task: str, task_config: dict) -> dict:
         "label2id": {name: i for i, name in enumerate(names)},
         "classifier_dropout": task_config["dropout"],
     }
-    if task == "classifier":
+    if head.problem_type:
         multi = task_config.get("multi_label")
         fields["problem_type"] = _PROBLEM_TYPES[2 if count == 1 else 1 if multi else 0]
     return fields
@@ -136,14 +112,16 @@ def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tupl
             f"{source_file}: variable {rows[0][1][0]} is missing, but {config_path} says "
             f"{TASK_HEADS[task][0]}; the checkpoint is incomplete."
         )
-    if task == "question_answerer":
+    head = HEADS[task]
+    if head.label_count is None:
         return task, {}, rows
     count = int(weight.shape[0])
     dropout = config.get("classifier_dropout")
     dropout = config.get("hidden_dropout_prob", 0.1) if dropout is None else dropout
     task_config = {"dropout": dropout, "label_names": _label_names(config, count, config_path)}
-    if task == "tagger":
-        return task, {"num_tags": count, **task_config}, rows
+    task_config[head.label_count] = count
+    if not head.problem_type:
+        return task, task_config, rows
     problem = config.get("problem_type")
     if problem is not None and problem not in _PROBLEM_TYPES:
         raise ValueError(
@@ -154,5 +132,5 @@ def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tupl
             f"{config_path}: problem_type {problem!r} with {count} labels; a regression head "
             "has exactly one output (ours: num_classes=1), a classifier two or more."
         )
-    multi = problem == "multi_label_classification"
-    return task, {"num_classes": count, "multi_label": multi, **task_config}, rows
+    task_config["multi_label"] = problem == "multi_label_classification"
+    return task, task_config, rows

@@ -34,10 +34,11 @@ prediction_log_pb2 = require_tensorflow(
 
 from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
+from keras_bert_zoo.task_specs import SPECS  # noqa: E402
 
 logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
-PAIR_TASKS = ("question_answerer",)
+PAIR_TASKS = tuple(name for name, spec in SPECS.items() if spec.pair_input)
 # What a SavedModel version directory holds (TensorFlow's files and the warm-up requests).
 SAVED_MODEL = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb"}
 
