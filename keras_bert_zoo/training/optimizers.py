@@ -68,7 +68,7 @@ def summed_rows(gradient):
     """A TensorFlow `IndexedSlices` gradient (one row per lookup of an embedding, repeated ids
     repeated) as the dense gradient it stands for, the rows of a repeated id summed; any other
     gradient as it is (JAX and PyTorch gradients are dense)."""
-    if gradient is None or not hasattr(gradient, "indices"):
+    if not hasattr(gradient, "dense_shape"):  # torch tensors have `indices` too, as a method
         return gradient
     indices = keras.ops.expand_dims(gradient.indices, -1)
     shape = keras.ops.cast(gradient.dense_shape, indices.dtype)
