@@ -16,9 +16,10 @@ LayerNorm weights and biases, global-norm clip 1.0, batch, epochs, maximum lengt
 Tasks: `sst2` (the bundled 3,000 sentences, or `--sst2-sentences N` of the shared full training
 split, scored on the bundled 800 held-out sentences or, with `--sst2-heldout N`, on those and
 N - 800 more of the shared split), `wnut17` (entity F1) and `squad` (`--squad-questions N` of the
-bundled training sample, windows of `--sequence-length` tokens starting `--doc-stride` context
-tokens apart on both sides (`_squad_windows`), scored on the bundled held-out articles by the
-official SQuAD v1.1 exact match / F1; the Hugging Face side builds its windows as transformers'
+bundled training sample scored on the bundled held-out articles, or with `--squad-shared` 4
+shared articles scored on 4 others; windows of `--sequence-length` tokens starting
+`--doc-stride` context tokens apart on both sides (`_squad_windows`); official SQuAD v1.1
+exact match / F1; the Hugging Face side builds its windows as transformers'
 `run_qa.py` does and picks spans as its post-processing, 20 best starts and ends, answers of at
 most 30 tokens).
 
@@ -56,12 +57,21 @@ FILES = {
     "squad": (None, DATA / "squad_heldout_sample.json"),
 }
 SHARED = Path("/work/shared/data")  # benchmarks only (see its README); tests never read it
+# --squad-shared: train on the first 4 articles of the shared SQuAD v1.1 dev articles (1,680
+# questions), score on the next 4 (1,124 questions)
+SQUAD_SHARED, SQUAD_SHARED_TRAIN, SQUAD_SHARED_HELDOUT = (
+    SHARED / "squad-v1.1" / "squad-v1.1-articles-00-31.json",
+    slice(0, 4),
+    slice(4, 8),
+)
 KBZ_TASK = {"sst2": "classify", "wnut17": "tag", "squad": "qa"}
 
 
 def train_file(args) -> Path:
     if args.task == "wnut17" and args.wnut17_shared:
         return SHARED / "wnut17" / "wnut17train.conll"
+    if args.task == "squad" and args.squad_shared:
+        return Path(args.work) / "squad_train_shared.json"
     if args.task == "squad":
         return Path(args.work) / f"squad_train_{args.squad_questions}.json"
     if args.task == "sst2" and args.sst2_sentences:
@@ -74,12 +84,22 @@ def heldout_file(args) -> Path:
         return SHARED / "wnut17" / "emerging.dev.conll"
     if args.task == "sst2" and args.sst2_heldout:
         return Path(args.work) / f"sst2_heldout_{args.sst2_heldout}.tsv"
+    if args.task == "squad" and args.squad_shared:
+        return Path(args.work) / "squad_heldout_shared.json"
     return FILES[args.task][1]
 
 
 def write_subsets(args) -> None:
     """The training subsets of the shared or bundled data, written once before the runs."""
-    if args.task == "squad":
+    if args.task == "squad" and args.squad_shared:
+        source = json.loads(SQUAD_SHARED.read_text(encoding="utf-8"))
+        for path, articles in (
+            (train_file(args), SQUAD_SHARED_TRAIN),
+            (heldout_file(args), SQUAD_SHARED_HELDOUT),
+        ):
+            subset = {"version": source["version"], "data": source["data"][articles]}
+            path.write_text(json.dumps(subset), encoding="utf-8")
+    elif args.task == "squad":
         source = json.loads((DATA / "squad_train_sample.json").read_text(encoding="utf-8"))
         left, articles = args.squad_questions, []
         for article in source["data"]:
@@ -462,7 +482,7 @@ def hf_squad(args, model_dir, tokenizer) -> float:
     import transformers
 
     train = _squad_examples(train_file(args))
-    heldout = _squad_examples(FILES["squad"][1])
+    heldout = _squad_examples(heldout_file(args))
     model = transformers.AutoModelForQuestionAnswering.from_pretrained(model_dir)
     features, _, _ = _squad_features(tokenizer, train, args, with_labels=True)
 
@@ -546,6 +566,13 @@ def main():
         "the shared dev file (1,009) instead of the bundled samples",
     )
     parser.add_argument(
+        "--squad-shared",
+        action="store_true",
+        help="squad: train on the first 4 articles of the shared SQuAD v1.1 dev articles "
+        "(1,680 questions) and score on the next 4 (1,124) instead of the bundled samples "
+        "(--squad-questions is then unused); both sides cut the same windows",
+    )
+    parser.add_argument(
         "--kbz-flags",
         default="",
         help="more `kbz finetune` flags for the kbz stacks, one string (a controlled "
@@ -591,6 +618,7 @@ def main():
                     )
                 ]
                 recipe += ["--wnut17-shared"] if args.wnut17_shared else []
+                recipe += ["--squad-shared"] if args.squad_shared else []
                 command = [sys.executable, __file__, "--child", stack, f"--seed={seed}"]
                 start = time.perf_counter()
                 done = subprocess.run(

@@ -193,11 +193,6 @@ def _reference_word_labels(tokenizer, words, tags):
     return encoded["input_ids"], labels
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 31: steps 0-4 agree within 1.3e-5, then the losses drift apart, 3.6e-4 at "
-    "step 9, bucketed or not (ids and labels agree exactly); cause not isolated yet",
-)
 def test_tagger_steps_follow_transformers_loop(minilm_dir, minilm_preset):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
@@ -314,11 +309,6 @@ def test_question_answerer_windows_match_run_qa(minilm_dir, minilm_preset):
     _qa_windows(transformers, minilm_dir, minilm_preset)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 31: as the tagger's, steps 0-3 agree within 4.1e-5, then the losses drift "
-    "apart, 3.6e-4 (8e-5 relative) at step 6; cause not isolated yet",
-)
 def test_question_answerer_steps_follow_transformers_loop(minilm_dir, minilm_preset):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")

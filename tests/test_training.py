@@ -52,6 +52,21 @@ def test_global_norm_clipping():
     assert float(np.linalg.norm(clipped[0])) == pytest.approx(1.0, rel=1e-5)
 
 
+def test_global_norm_counts_an_embedding_row_once_however_often_its_id_repeats():
+    """TensorFlow's gradient of a lookup holds one row per lookup; the clip takes the norm of
+    the gradient itself (torch's `clip_grad_norm_`), the rows of a repeated id summed."""
+    tf = pytest.importorskip("tensorflow")
+    table = keras.Variable(np.ones((5, 3), "float32"), name="embeddings")
+    with tf.GradientTape() as tape:
+        loss = keras.ops.sum(keras.ops.take(table, [1, 1, 1, 1, 2], axis=0))
+    gradient = tape.gradient(loss, table)
+    assert isinstance(gradient, tf.IndexedSlices)  # 5 rows of ones: Keras' norm sqrt(15)
+    dense = tf.convert_to_tensor(gradient).numpy()  # row 1 all 4, row 2 all 1: sqrt(51)
+    optimizer = create_optimizer(1.0, total_steps=10, warmup_fraction=0.0, weight_decay=0.0)
+    clipped = optimizer._clip_gradients([gradient])[0]
+    np.testing.assert_allclose(clipped, dense / np.sqrt(51.0), rtol=1e-6)
+
+
 def test_adamw_steps_equal_torch_adamw_where_epsilon_matters():
     """Gradients near epsilon (1e-6), where Keras' placement of epsilon differs most."""
     torch = pytest.importorskip("torch")
