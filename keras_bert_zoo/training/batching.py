@@ -148,9 +148,9 @@ def numpy_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool):
     on, endless: the batches of `training_stream`, which feed `fit` on JAX and PyTorch.
 
     A plain generator, not a `keras.utils.PyDataset`: batch k is a pure function of (seed,
-    k) computed on demand in a few microseconds of numpy indexing, so there is nothing for
-    PyDataset's workers to overlap, and `fit` keeps one generator across its epochs where a
-    PyDataset would restart each epoch at its index 0.
+    k) computed on demand in microseconds of numpy indexing, so PyDataset's workers would
+    have nothing to overlap, and its `__getitem__(i)` counts within an epoch of `fit`,
+    where the run's steps go on across `fit`'s epochs (checkpoint intervals).
     `sequence_targets`: the targets have a sequence axis (token tags), trimmed as `x` is.
     """
 
