@@ -11,8 +11,8 @@ pretraining data, ONNX export through tf2onnx, the tf.data input pipelines) get 
 import importlib
 
 TENSORFLOW_EXTRA = "pip install 'keras-bert-zoo[tensorflow]'"
-# Their numpy replacements on JAX and PyTorch are issue 28's next step.
-TF_DATA_PIPELINES = "The tf.data input pipeline of kbz finetune, predict, embed and pretrain"
+# Off TensorFlow, kbz finetune, predict and embed feed numpy batches; pretraining data is next.
+TF_DATA_PIPELINES = "The tf.data input pipeline of kbz pretrain (and of every job on TensorFlow)"
 
 
 class MissingExtraError(ImportError):

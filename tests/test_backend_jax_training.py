@@ -2,10 +2,10 @@
 precision, exact resume, data parallel over two host devices, and BertPreprocessor + tf.data
 feeding `model.fit` (the README's example). Collected only with `KERAS_BACKEND=jax`.
 
-Tests marked `tensorflow_data` use TensorFlow on purpose: `fit_resumable` and the `kbz` jobs
-take tf.data streams (their numpy replacements are issue 28's next step), and tf.data with
-BertPreprocessor is the README's example; conftest.py runs them last, with TensorFlow
-unblocked. The others run with TensorFlow's import blocked.
+Tests marked `tensorflow_data` use TensorFlow on purpose: a tf.data stream into
+`fit_resumable`, `kbz pretrain`'s tf.data pipeline, and tf.data with BertPreprocessor (the
+README's example); conftest.py runs them last, with TensorFlow unblocked. The others, `kbz
+finetune` among them (numpy batches), run with TensorFlow's import blocked.
 """
 
 import json
@@ -183,7 +183,6 @@ def test_kbz_pretrain_runs_on_jax_and_tf_distribute_is_a_clear_error(tmp_path):
     assert pretrained.count_params() > 4_000_000  # bert_tiny with its MLM and NSP heads
 
 
-@pytest.mark.tensorflow_data
 def test_kbz_finetune_runs_on_jax_with_its_defaults(tmp_path, caplog):
     # Defaults: XLA, length bucketing, validation, preset; the string-in SavedModel (TensorFlow
     # ops) is skipped with a warning that says how to export, not a failure after training.

@@ -5,11 +5,12 @@ import dataclasses
 import numpy as np
 
 from keras_bert_zoo import data, metrics
-from keras_bert_zoo.finetuning.common import FinetuningTask, batched, tf
+from keras_bert_zoo.finetuning.common import FinetuningTask, batched
 from keras_bert_zoo.finetuning.prediction_files import warn_if_collapsed, write_classifications
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.task_specs import CLASSIFIER
 from keras_bert_zoo.tasks import classifier_loss
+from keras_bert_zoo.tokenization.arrays import packed_arrays
 
 
 @dataclasses.dataclass
@@ -38,12 +39,10 @@ class ClassificationTask(FinetuningTask):
         )
 
     def arrays(self, dataset):
-        first = tf.constant([e.text_a for e in dataset.examples])
+        first = [e.text_a for e in dataset.examples]
         pairs = dataset.examples and dataset.examples[0].text_b is not None
-        inputs = self.preprocessor(
-            (first, tf.constant([e.text_b for e in dataset.examples])) if pairs else first
-        )
-        x = {k: v.numpy() for k, v in inputs.items()}
+        second = [e.text_b for e in dataset.examples] if pairs else None
+        x = packed_arrays(self.preprocessor, first, second)
         self._warn_truncated(dataset, full_rows(x["padding_mask"]))
         return x, dataset.labels, None
 

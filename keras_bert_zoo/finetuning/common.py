@@ -9,9 +9,9 @@ are its spec (`keras_bert_zoo.task_specs`). The tokenizer runs in batches over a
 unique words) at once, never once per string.
 """
 
-from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.tokenization.arrays import token_lists as batched  # any backend
 
-tf = require_tensorflow(TF_DATA_PIPELINES)
+__all__ = ["FinetuningTask", "batched", "specials"]
 
 
 class FinetuningTask:
@@ -58,20 +58,6 @@ class FinetuningTask:
 
     def evaluate(self, dataset, outputs, extra, warn=True):
         return self.metrics(dataset, self.predict(dataset, outputs, extra), warn)
-
-
-def batched(tokenizer, texts, offsets=False, batch=4096):
-    """Tokenizes `texts` in chunks: list of id lists (or of (id, start, end) char triples)."""
-    results = []
-    for begin in range(0, len(texts), batch):
-        chunk = tf.constant(list(texts[begin : begin + batch]))
-        if not offsets:
-            results += [row.tolist() for row in tokenizer(chunk).numpy()]
-            continue
-        ids, starts, ends = tokenizer.tokenize_with_offsets(chunk, unit="char")
-        for i, s, e in zip(ids.numpy(), starts.numpy(), ends.numpy(), strict=True):
-            results.append(list(zip(i.tolist(), s.tolist(), e.tolist(), strict=True)))
-    return results
 
 
 def specials(tokenizer):

@@ -17,6 +17,7 @@ import keras
 
 from keras_bert_zoo import export as exports
 from keras_bert_zoo.choices import finetune_settings
+from keras_bert_zoo.extras import TENSORFLOW_EXTRA, tensorflow_installed
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import (
     check_flags,
@@ -60,7 +61,11 @@ class TensorBoard(keras.callbacks.TensorBoard):
 
 
 def tensorboard(output: Path) -> keras.callbacks.Callback:
-    """Loss every 50 steps; per interval the loss, learning rate and validation metrics."""
+    """Loss every 50 steps; per interval the loss, learning rate and validation metrics.
+    Keras writes them with `tf.summary`: without TensorFlow, a callback that does nothing."""
+    if not tensorflow_installed():
+        logger.info("No TensorBoard logs: they need TensorFlow (%s).", TENSORFLOW_EXTRA)
+        return keras.callbacks.Callback()
     return TensorBoard(str(output / "logs"), update_freq=50)
 
 

@@ -31,10 +31,12 @@ from keras_bert_zoo.lora import enable_lora
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.task_specs import EMBEDDER
+from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 
-tf = require_tensorflow(TF_DATA_PIPELINES)
+# Keras on TensorFlow imported it already; other backends fit on numpy arrays.
+tf = require_tensorflow(TF_DATA_PIPELINES) if keras.backend.backend() == "tensorflow" else None
 
 logger = logging.getLogger(__name__)
 HEADERS = (("anchor", "positive"), ("query", "positive"), ("sentence1", "sentence2"))
@@ -97,18 +99,20 @@ def build_contrastive_trainer(embedder, sequence_length: int, scale: float = 20.
     return keras.Model(inputs, logits, name="contrastive_trainer")
 
 
-def _dataset(pairs, batches, preprocessor):
-    def tokenized(texts):
-        return {k: np.asarray(v) for k, v in preprocessor(tf.constant(texts)).items()}
-
-    queries = tokenized([q for q, _ in pairs])
-    positives = tokenized([p for _, p in pairs])
+def _dataset(pairs, batches, preprocessor) -> dict:
+    """`fit`'s data arguments for `batches`, in order: a tf.data dataset on TensorFlow, the
+    numpy arrays with their batch size on the other backends (the same batches)."""
+    queries = packed_arrays(preprocessor, [q for q, _ in pairs])
+    positives = packed_arrays(preprocessor, [p for _, p in pairs])
     order = np.concatenate(batches)
     features = {f"query_{k}": v[order] for k, v in queries.items()}
     features.update({f"positive_{k}": v[order] for k, v in positives.items()})
     size = len(batches[0])
     labels = np.tile(np.arange(size, dtype=np.int32), len(batches))
-    return tf.data.Dataset.from_tensor_slices((features, labels)).batch(size, drop_remainder=True)
+    if tf is None:  # whole batches only (`distinct_batches`), unshuffled in `fit`
+        return {"x": features, "y": labels, "batch_size": size}
+    data = tf.data.Dataset.from_tensor_slices((features, labels))
+    return {"x": data.batch(size, drop_remainder=True)}
 
 
 def retrieval_metrics(embedder, preprocessor, pairs, batch_size: int) -> dict:
@@ -211,9 +215,9 @@ def run_finetune_embed(
         freeze()  # the model and data: out of the collector's walks (training.heap)
         logs = tensorboard(output)
         for epoch, batches in enumerate(epoch_batches):  # new distinct batches each epoch
-            dataset = _dataset(train_pairs, batches, preprocessor)
+            data = _dataset(train_pairs, batches, preprocessor)
             history = trainer.fit(
-                dataset, initial_epoch=epoch, epochs=epoch + 1, shuffle=False, verbose=0,
+                **data, initial_epoch=epoch, epochs=epoch + 1, shuffle=False, verbose=0,
                 callbacks=[logs],
             )  # fmt: skip
             losses.append(float(history.history["loss"][-1]))

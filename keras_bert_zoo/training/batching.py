@@ -13,7 +13,9 @@ Results for real tokens equal full padding (the encoder's padding invariance).
   permutation, examples grouped by bucket in that order, whole batches within each bucket
   (the remainder of each bucket is dropped for that epoch), and the order of the batches
   shuffled, so batch k of the run is a pure function of (seed, k) and `training_stream`
-  starts at any step without replaying earlier ones (constant-time exact resume).
+  starts at any step without replaying earlier ones (constant-time exact resume). The
+  batches are numpy (`numpy_stream`); on TensorFlow a tf.data pipeline feeds them to `fit`,
+  on JAX and PyTorch the generator itself does: the same batches in the same order.
 - Evaluation and prediction (`predict`): examples sorted by length, consecutive batches
   trimmed to the bucket of their longest example, outputs put back in the original order and
   (for per-token outputs) padded back to the full length with the lowest float, which the
@@ -43,7 +45,8 @@ import numpy as np
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.training.processes import local_forward, process_count
 
-tf = require_tensorflow(TF_DATA_PIPELINES)
+# Keras on TensorFlow imported it already; other backends feed numpy (`numpy_stream`).
+tf = require_tensorflow(TF_DATA_PIPELINES) if keras.backend.backend() == "tensorflow" else None
 
 SMALLEST_BUCKET = 16
 
@@ -140,10 +143,14 @@ def _trim(array: np.ndarray, length: int, trim: bool) -> np.ndarray:
     return array[:, :length] if trim and array.ndim >= 2 else array
 
 
-def training_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool):
-    """A callable `start_step -> tf.data.Dataset` of trimmed `(x, y)` batches from that step
-    on, endless (as `training.resume.fit_resumable` takes it).
+def numpy_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool):
+    """A callable `start_step -> iterator` of trimmed `(x, y)` numpy batches from that step
+    on, endless: the batches of `training_stream`, which feed `fit` on JAX and PyTorch.
 
+    A plain generator, not a `keras.utils.PyDataset`: batch k is a pure function of (seed,
+    k) computed on demand in microseconds of numpy indexing, so PyDataset's workers would
+    have nothing to overlap, and its `__getitem__(i)` counts within an epoch of `fit`,
+    where the run's steps go on across `fit`'s epochs (checkpoint intervals).
     `sequence_targets`: the targets have a sequence axis (token tags), trimmed as `x` is.
     """
 
@@ -151,10 +158,24 @@ def training_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool)
         for step in itertools.count(int(start)):
             indices, length = schedule.batch(step)
             inputs = {key: _trim(value[indices], length, True) for key, value in x.items()}
-            targets = tf.nest.map_structure(
+            targets = keras.tree.map_structure(
                 lambda t, i=indices, n=length: _trim(np.asarray(t)[i], n, sequence_targets), y
             )
             yield inputs, targets
+
+    return batches
+
+
+def training_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool):
+    """A callable `start_step -> dataset` of trimmed `(x, y)` batches from that step on,
+    endless (as `training.resume.fit_resumable` takes it): a `tf.data.Dataset` on the
+    TensorFlow backend, `numpy_stream`'s generator (the same batches) on the others.
+
+    `sequence_targets`: the targets have a sequence axis (token tags), trimmed as `x` is.
+    """
+    batches = numpy_stream(x, y, schedule, sequence_targets)
+    if tf is None:
+        return batches
 
     def spec(array, trim):
         array = np.asarray(array)
@@ -250,12 +271,12 @@ def _predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool, r
             part = model.predict(inputs, batch_size=batch_size, verbose=0)
         else:
             part = run(inputs, batch_size)
-        structure, parts = part, [np.asarray(p)[: len(rows)] for p in tf.nest.flatten(part)]
+        structure, parts = part, [np.asarray(p)[: len(rows)] for p in keras.tree.flatten(part)]
         if results is None:
             results = [_full(p, len(order), total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):
             result[rows] = _pad(p, total, result)
-    return tf.nest.pack_sequence_as(structure, results)
+    return keras.tree.pack_sequence_as(structure, results)
 
 
 def _full(part: np.ndarray, count: int, total: int, sequence_outputs: bool) -> np.ndarray:

@@ -15,13 +15,35 @@ and applies them outside XLA. Models, optimizers, losses and callbacks stay Kera
 the loss is logged (metrics are computed after training, on validation data).
 """
 
+import contextlib
+
 import keras
 
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
 from keras_bert_zoo.extras import require_tensorflow
 from keras_bert_zoo.training.processes import data_parallel
 
-tf = require_tensorflow("tf.distribute strategies")
+# tf.distribute drives TensorFlow models only: Keras on TensorFlow imported it already.
+tf = None
+if keras.backend.backend() == "tensorflow":
+    tf = require_tensorflow("tf.distribute strategies")
+
+
+class OneDevice:
+    """`--strategy none` off TensorFlow: one device, and a `scope()` that changes nothing
+    (on TensorFlow it is tf.distribute's default strategy)."""
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+
+def uses_tf_distribute(strategy) -> bool:
+    """Whether `strategy` is a tf.distribute strategy other than the default one (those
+    train with `StrategyTrainer`, since `model.fit` fails there)."""
+    if tf is None or strategy is None:
+        return False
+    default = tf.distribute.get_strategy()
+    return isinstance(strategy, tf.distribute.Strategy) and strategy is not default
 
 
 def set_precision(precision: str) -> None:
@@ -56,7 +78,7 @@ def get_strategy(name: str = "none", tpu: str | None = None):
             + ", or run with KERAS_BACKEND=tensorflow."
         )
     if name == "none":
-        return tf.distribute.get_strategy()
+        return OneDevice() if tf is None else tf.distribute.get_strategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multi-worker":

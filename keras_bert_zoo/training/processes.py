@@ -128,7 +128,8 @@ def barrier(name: str) -> None:
 
 
 def shard_batches(stream, batch_size: int, distribution):
-    """`start_step -> dataset` of this process's rows of `stream`'s global batches.
+    """`start_step -> dataset` of this process's rows of `stream`'s global batches (a
+    tf.data dataset or, as `training.batching.numpy_stream` gives, an iterator of batches).
 
     The rows are those the devices of this process hold in `distribution`'s layout of a
     batch (contiguous: the mesh lists each process's devices together), so Keras puts the
@@ -145,7 +146,13 @@ def shard_batches(stream, batch_size: int, distribution):
             lambda t: t[begin:end], batch if len(batch) > 1 else batch[0]
         )
 
-    return lambda start: stream(start).map(rows)
+    def shard(start):
+        batches = stream(start)
+        if hasattr(batches, "map"):  # a tf.data.Dataset
+            return batches.map(rows)
+        return (rows(*batch) for batch in batches)
+
+    return shard
 
 
 _FORWARDS = weakref.WeakKeyDictionary()  # model -> its compiled local forward pass

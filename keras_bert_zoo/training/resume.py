@@ -19,13 +19,10 @@ import math
 
 import keras
 
-from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE, ResumeCheckpoint, restore
-from keras_bert_zoo.training.distributed import StrategyTrainer
+from keras_bert_zoo.training.distributed import StrategyTrainer, uses_tf_distribute
 from keras_bert_zoo.training.processes import broadcast
 from keras_bert_zoo.training.progress import StepProgress, fit_verbose
-
-tf = require_tensorflow(TF_DATA_PIPELINES)
 
 __all__ = ["STATE_FILE", "ResumeCheckpoint", "fit_resumable", "interval_sizes", "restore"]
 logger = logging.getLogger(__name__)
@@ -113,9 +110,10 @@ def fit_resumable(
 
     Args:
         dataset: a `tf.data.Dataset` that repeats forever in a reproducible order (resume
-            skips the batches already trained on), or a callable `start_step -> dataset`
-            that returns the same stream already positioned at `start_step` (resume then
-            costs the same at any step).
+            skips the batches already trained on), or a callable `start_step -> dataset` (or
+            an iterator of numpy batches: `training.batching.numpy_stream`) that returns
+            the same stream already positioned at `start_step` (resume then costs the same
+            at any step).
         total_steps: optimizer steps of the whole run (batches, with gradient accumulation).
         steps_per_checkpoint: steps between checkpoints; the last interval is shorter when
             it does not divide `total_steps`, and longer than the run is an error.
@@ -164,7 +162,7 @@ def fit_resumable(
             ],
         )
         remaining = dataset(first) if callable(dataset) else dataset.skip(first)
-        if not laid_out and strategy not in (None, tf.distribute.get_strategy()):
+        if not laid_out and uses_tf_distribute(strategy):
             history = StrategyTrainer(model, strategy, jit_compile).fit(remaining, **arguments)
         else:
             with scope():
