@@ -8,6 +8,7 @@ PREDICTION_FILES = {
     "classifier": "predictions.tsv",
     "tagger": "predictions.conll",
     "question_answerer": "predictions.json",
+    "reranker": "predictions.tsv",
 }
 POOLING_MODES = ("mean", "cls", "max")  # sentence-embedding pooling (sentence-transformers' modes)
 # `kbz finetune TASK`'s defaults (and `run_finetune`'s): measured to learn on the bundled
@@ -22,6 +23,9 @@ FINETUNE_DEFAULTS = {
     ),
     "question_answerer": dict(
         learning_rate=1e-4, batch_size=16, epochs=2, warmup_fraction=0.1, sequence_length=384
+    ),
+    "reranker": dict(
+        learning_rate=5e-5, batch_size=16, epochs=1, warmup_fraction=0.1, sequence_length=256
     ),
     "embedder": dict(
         learning_rate=2e-5, batch_size=32, epochs=3, warmup_fraction=0.1, sequence_length=128

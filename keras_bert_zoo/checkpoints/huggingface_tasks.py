@@ -9,6 +9,11 @@ a two-row name table:
   (`num_classes=1`), `classifier_dropout` the head's dropout rate.
 - tagger: sequence output -> dropout -> one Dense, as `BertForTokenClassification`
   (`classifier.*`, no pooler).
+- reranker: the classifier's structure with one output, as sentence-transformers'
+  `CrossEncoder` (`BertForSequenceClassification`, `num_labels=1`). A checkpoint is read as a
+  reranker when its config.json carries CrossEncoder's marker (`sentence_transformers` or
+  `sbert_ce_default_activation_function`), else as a one-output (regression) classifier;
+  ours are written with the marker and the identity activation (the score is the logit).
 - question_answerer: one Dense(2) on the sequence output, channel 0 the start and 1 the end
   logits, as `BertForQuestionAnswering` (`qa_outputs.*`, no pooler). Ours also masks padding
   positions with a large negative bias; transformers leaves them as the Dense gives them, so
@@ -39,6 +44,14 @@ TASK_HEADS = {
         ],
         False,
     ),
+    "reranker": (
+        "BertForSequenceClassification",
+        [
+            ("reranker_head/kernel", ["classifier.weight"], "transpose"),
+            ("reranker_head/bias", ["classifier.bias"], None),
+        ],
+        True,
+    ),
     "question_answerer": (
         "BertForQuestionAnswering",
         [
@@ -48,12 +61,20 @@ TASK_HEADS = {
         False,
     ),
 }
-ARCHITECTURE_TASKS = {architecture: task for task, (architecture, _, _) in TASK_HEADS.items()}
+# A BertForSequenceClassification is a classifier unless CrossEncoder's marker says reranker.
+ARCHITECTURE_TASKS = {
+    architecture: task for task, (architecture, _, _) in TASK_HEADS.items() if task != "reranker"
+}
+# sentence-transformers' CrossEncoder config.json keys (v4's, then the earlier one), and the
+# activation ours record: the identity, since our score is the logit (`kbz predict rerank`).
+CROSS_ENCODER_KEYS = ("sentence_transformers", "sbert_ce_default_activation_function")
+IDENTITY = "torch.nn.modules.linear.Identity"
 # The settings each head's structure is defined by; any other key is another structure.
 _TASK_SETTINGS = {
     "classifier": {"num_classes", "dropout", "multi_label", "label_names"},
     "tagger": {"num_tags", "dropout", "label_names"},
     "question_answerer": set(),
+    "reranker": {"dropout"},
 }
 _PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
@@ -78,6 +99,15 @@ def huggingface_task_fields(task: str, task_config: dict) -> dict:
     """transformers config fields of a task head: `num_labels`, `id2label`, `problem_type`."""
     if task == "question_answerer":
         return {"num_labels": 2}  # qa_outputs is Linear(hidden, num_labels)
+    if task == "reranker":
+        return {
+            "num_labels": 1,
+            "id2label": {"0": _default_name(0)},
+            "label2id": {_default_name(0): 0},
+            "classifier_dropout": task_config["dropout"],
+            "sentence_transformers": {"activation_fn": IDENTITY},
+            "sbert_ce_default_activation_function": IDENTITY,
+        }
     count = task_config["num_classes"] if task == "classifier" else task_config["num_tags"]
     names = task_config.get("label_names") or [_default_name(i) for i in range(count)]
     fields = {
@@ -144,6 +174,8 @@ def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tupl
     task_config = {"dropout": dropout, "label_names": _label_names(config, count, config_path)}
     if task == "tagger":
         return task, {"num_tags": count, **task_config}, rows
+    if count == 1 and any(key in config for key in CROSS_ENCODER_KEYS):
+        return "reranker", {"dropout": dropout}, TASK_HEADS["reranker"][1]
     problem = config.get("problem_type")
     if problem is not None and problem not in _PROBLEM_TYPES:
         raise ValueError(

@@ -101,6 +101,10 @@ def run_finetune(args) -> int:
         )
     elif args.task == "qa":
         options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
+    elif args.task == "rerank":
+        options = dict(
+            negatives_from=args.negatives_from, num_negatives=args.num_negatives, top_k=args.top_k
+        )
     metrics = finetune.run_finetune(
         FINETUNE_TASKS[args.task],
         args.preset,
@@ -120,6 +124,7 @@ def run_finetune(args) -> int:
         ("preset", "preset directory (kbz.from_preset, kbz predict --model)"),
         ("export/1", "SavedModel for TF Serving, raw strings in"),
         (PREDICTION_FILES[FINETUNE_TASKS[args.task]], "validation predictions"),
+        ("predictions.ranked.tsv", "validation candidates ranked per query"),
         ("metrics.json", "validation metrics, per epoch in `history`"),
         ("logs", "TensorBoard: tensorboard --logdir " + str(Path(args.output) / "logs")),
     )

@@ -11,6 +11,7 @@ TASK_NAMES = {
     "classify": "classifier",
     "tag": "tagger",
     "qa": "question_answerer",
+    "rerank": "reranker",
     "embed": "embedder",
 }
 FLAGS = {

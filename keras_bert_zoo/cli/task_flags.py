@@ -16,13 +16,17 @@ SUMMARIES = {
     "tag": "token tagging (named entities), labels on each word's first sub-word",
     "qa": "extractive question answering, SQuAD v1.1 / v2.0",
     "embed": "sentence embeddings, contrastive with in-batch negatives",
+    "rerank": "cross-encoder reranking: one relevance score per (query, passage) pair",
 }
 TRAIN_FILES = {
     "classify": "GLUE-style TSV with a header: the text column(s) and the label column",
     "tag": "CoNLL: a word and its tag per line, a blank line between sentences",
     "qa": "SQuAD JSON (v1.1, or v2.0 with is_impossible)",
     "embed": "TSV of pairs with a header: query<TAB>positive (or anchor/sentence1 ...)",
+    "rerank": "TSV with the header query<TAB>passage<TAB>label, label 1 (relevant) or 0, "
+    "any number of rows per query",
 }
+TOP_K = "the k of the recall_at_k metric (MRR is at 10, recall also at 1)"
 
 
 def add_finetune_task_flags(parser, task: str) -> None:
@@ -47,6 +51,21 @@ def add_finetune_task_flags(parser, task: str) -> None:
             default=64,
             help="question tokens kept (default: 64)",
         )
+    elif task == "rerank":
+        parser.add_argument(
+            "--negatives-from",
+            default=None,
+            help="an embedder (preset name or directory, or a kbz finetune embed run) that "
+            "mines hard negatives for each training query from the training file's own "
+            "passages, labelled 0 (default: none, the file's pairs only)",
+        )
+        parser.add_argument(
+            "--num-negatives",
+            type=int,
+            default=3,
+            help="hard negatives mined per query with --negatives-from (default: 3)",
+        )
+        parser.add_argument("--top-k", type=int, default=10, help=f"{TOP_K} (default: 10)")
     elif task == "embed":
         parser.add_argument(
             "--scale",
@@ -86,6 +105,8 @@ def add_predict_task_flags(parser, task: str) -> None:
             default=30,
             help="longest answer, in tokens (default: 30)",
         )
+    elif task == "rerank":
+        parser.add_argument("--top-k", type=int, default=None, help=f"{TOP_K} (default: the run's)")
 
 
 def predict_options(args) -> dict:
@@ -96,4 +117,6 @@ def predict_options(args) -> dict:
     if args.task == "qa":
         names = ("n_best_size", "max_answer_length", "doc_stride", "max_query_length")
         return {name: getattr(args, name) for name in names}
+    if args.task == "rerank":
+        return {"top_k": args.top_k}
     return {}

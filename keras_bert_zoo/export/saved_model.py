@@ -7,7 +7,8 @@ with two signatures:
   (the tag of each whitespace-separated word's first sub-word); question answerer
   `start_logits`, `end_logits`, `answer_start`, `answer_end` (character offsets into the
   context, end exclusive, as SQuAD's `answer_start`) and
-  `answer_text`; encoder `sequence_output`, `pooled_output`; embedder `embeddings`.
+  `answer_text`; encoder `sequence_output`, `pooled_output`; embedder `embeddings`; reranker
+  `query` and `passage` in, `score` (the relevance logit of each pair) out.
 - `serve_token_ids`: int32 `token_ids`, `segment_ids`, `padding_mask` [batch, L] -> the model's
   raw outputs.
 The sequence length L is fixed (TF Serving's batcher pads variable-length inputs with the
@@ -32,12 +33,11 @@ prediction_log_pb2 = require_tensorflow(
     "SavedModel export", "tensorflow_serving.apis.prediction_log_pb2"
 )
 
-from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
+from keras_bert_zoo.export.serving import PAIR_INPUTS, SERVING_OUTPUTS, task_of  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
 
 logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
-PAIR_TASKS = ("question_answerer",)
 # What a SavedModel version directory holds (TensorFlow's files and the warm-up requests).
 SAVED_MODEL = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb"}
 
@@ -53,16 +53,15 @@ def _version_directory(path, overwrite: bool) -> Path:
     return check_replaceable(path, SAVED_MODEL, overwrite, "a version", fix)
 
 
-def _warmup_requests(directory: Path, pairs: bool, model_name: str) -> None:
+def _warmup_requests(directory: Path, names: tuple, model_name: str) -> None:
     extra = directory / "assets.extra"
     extra.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(extra / "tf_serving_warmup_requests")) as writer:
         request = predict_pb2.PredictRequest(
             model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
         )
-        request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
-        if pairs:
-            request.inputs["text_pair"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
+        for name in names:
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
         log = prediction_log_pb2.PredictionLog(
             predict_log=prediction_log_pb2.PredictLog(request=request)
         )
@@ -87,7 +86,8 @@ def export_saved_model(
             (`kbz.from_preset(...)`).
         path: the version directory, e.g. "exports/my_model/1"; must not exist.
         preprocessor: a `kbz.BertPreprocessor`; required unless `strings=False`.
-        pairs: take `text_pair` too (default: only for question answering).
+        pairs: take `text_pair` too (default: only for question answering and reranking,
+            whose inputs are `query` and `passage`).
         label_names: class or tag names, to also output them as strings (default: the
             model's own `task_config["label_names"]`).
         multi_label: classifier with independent sigmoid labels (default: as the model was
@@ -112,7 +112,8 @@ def export_saved_model(
         multi_label = bool(task_config.get("multi_label", False))
     if label_names is None:
         label_names = task_config.get("label_names")
-    pairs = task in PAIR_TASKS if pairs is None else bool(pairs)
+    pairs = task in PAIR_INPUTS if pairs is None else bool(pairs)
+    names = PAIR_INPUTS.get(task, ("text", "text_pair")) if pairs else ("text",)
     length = preprocessor.sequence_length if preprocessor is not None else None
     # The model is not `track`ed: on TensorFlow, Keras' archive then saves every weight twice
     # (its Keras variables under `variables/` and the same values captured by the endpoints
@@ -143,14 +144,18 @@ def export_saved_model(
         def serve_text_pair(text, text_pair):
             return outputs(model, preprocessor, text, text_pair, **options)
 
+        def serve_query_passage(query, passage):
+            return outputs(model, preprocessor, query, passage, **options)
+
+        serve = serve_query_passage if names[0] == "query" else serve_text_pair
         archive.add_endpoint(
             "serving_default",
-            serve_text_pair if pairs else serve_text,
-            input_signature=[text_spec] * (2 if pairs else 1),
+            serve if pairs else serve_text,
+            input_signature=[text_spec] * len(names),
         )
     with staged_directory(path) as staging:
         archive.write_out(str(staging), verbose=False)
         if strings:
-            _warmup_requests(staging, pairs, path.parent.name)
+            _warmup_requests(staging, names, path.parent.name)
     logger.info("Exported %s (%s) to %s", model.name, task, path)
     return path

@@ -123,6 +123,12 @@ def embedder_outputs(model, preprocessor, text, text_pair, **_):
     return {"embeddings": model(_inputs(preprocessor, text, text_pair), training=False)}
 
 
+def reranker_outputs(model, preprocessor, text, text_pair, **_):
+    """`score` [batch] float32: the relevance logit of each (query, passage) pair."""
+    logits = model(preprocessor((text, text_pair)), training=False)
+    return {"score": tf.cast(logits, tf.float32)[:, 0]}
+
+
 def encoder_outputs(model, preprocessor, text, text_pair, **_):
     return model(_inputs(preprocessor, text, text_pair), training=False)
 
@@ -133,4 +139,7 @@ SERVING_OUTPUTS = {
     "question_answerer": question_answerer_outputs,
     "encoder": encoder_outputs,
     "embedder": embedder_outputs,
+    "reranker": reranker_outputs,
 }
+# The string inputs of `serving_default` of the tasks that take two (the others: `text`).
+PAIR_INPUTS = {"question_answerer": ("text", "text_pair"), "reranker": ("query", "passage")}

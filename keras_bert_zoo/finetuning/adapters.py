@@ -22,6 +22,7 @@ from keras_bert_zoo.finetuning.prediction_files import (
     write_conll,
     write_squad,
 )
+from keras_bert_zoo.finetuning.reranking import RerankingTask
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.tasks import classifier_loss, question_answerer_loss, tagger_loss
 
@@ -282,4 +283,5 @@ FINETUNING_TASKS = {
     "classifier": ClassificationTask,
     "tagger": TaggingTask,
     "question_answerer": QuestionAnsweringTask,
+    "reranker": RerankingTask,
 }

@@ -44,7 +44,12 @@ from keras_bert_zoo.training.processes import check_global_batch, shard_batches
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 logger = logging.getLogger(__name__)
-FILE_KINDS = {"classifier": "GLUE-style TSV", "tagger": "CoNLL", "question_answerer": "SQuAD JSON"}
+FILE_KINDS = {
+    "classifier": "GLUE-style TSV",
+    "tagger": "CoNLL",
+    "question_answerer": "SQuAD JSON",
+    "reranker": "query<TAB>passage<TAB>label TSV",
+}
 
 
 class TensorBoard(keras.callbacks.TensorBoard):

@@ -25,6 +25,7 @@ _RUN_OPTIONS = {
     "classifier": ("text_columns", "label_column", "regression"),
     "tagger": (),
     "question_answerer": ("doc_stride", "max_query_length"),
+    "reranker": ("top_k",),
 }
 
 
