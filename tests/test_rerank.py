@@ -184,6 +184,10 @@ def test_bad_files_stop_finetune_before_any_work(tmp_path, capsys):
     assert "--negatives-from no_such_embedder: not a preset name" in capsys.readouterr().err
     assert main(args[:-2]) == 2
     assert "query 'q' has no passage labelled 1" in capsys.readouterr().err
+    positives = _write(tmp_path / "train.tsv", HEADER + "q\tp\t1\n")
+    args[args.index("--train") + 1] = str(positives)
+    assert main(args[:-2]) == 2
+    assert "every pair is labelled 1. Add irrelevant passages" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

@@ -89,9 +89,25 @@ class RerankingTask:
         to score."""
         validation = label_names is not None and not labels_optional
         dataset = read_ranking_tsv(path, labels_optional, require_relevant=validation)
-        if label_names is None and not labels_optional and self.negatives_from:
-            self._unmined = dataset
+        if label_names is None and not labels_optional:
+            self._check_training(dataset)
         return dataset
+
+    def _check_training(self, dataset: RankingData) -> None:
+        """Both labels, or positives and an embedder to mine their negatives."""
+        present = set(dataset.labels.tolist())
+        if 1 not in present:
+            raise ValueError(
+                f"{dataset.path}: no pair is labelled 1, so there is nothing relevant to learn. "
+                "Give each training query its relevant passage(s), labelled 1."
+            )
+        if self.negatives_from:
+            self._unmined = dataset
+        elif 0 not in present:
+            raise ValueError(
+                f"{dataset.path}: every pair is labelled 1. Add irrelevant passages labelled 0, "
+                "or mine them: --negatives-from EMBEDDER (e.g. all_minilm_l6_v2)."
+            )
 
     def _with_negatives(self, dataset: RankingData) -> RankingData:
         """A training file's pairs and its mined negatives, mined once (after every file was
