@@ -14,7 +14,7 @@ import tensorflow as tf  # noqa: E402
 from _common import DATA, parse_args, real_preset  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
-from keras_bert_zoo.finetuning.adapters import QuestionAnsweringTask  # noqa: E402
+from keras_bert_zoo.finetuning import QuestionAnsweringTask  # noqa: E402
 
 
 def main():

@@ -12,7 +12,7 @@ import tensorflow as tf  # noqa: E402
 from _common import DATA, parse_args, real_preset  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
-from keras_bert_zoo.finetuning.adapters import TaggingTask  # noqa: E402
+from keras_bert_zoo.finetuning import TaggingTask  # noqa: E402
 
 
 def main():

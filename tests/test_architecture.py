@@ -14,7 +14,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "keras_bert_zoo"
 # Lowest first. A module may import modules of its own rank or below, never above.
 RANKS = [
-    {"layers", "choices", "console", "architecture", "_lazy", "extras"},
+    {"layers", "choices", "task_specs", "console", "architecture", "_lazy", "extras"},
     {"model", "encoder", "pretraining", "tasks", "metrics", "ranking_metrics", "lora"},
     {"saving"},
     {"checkpoints"},

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.finetuning import FINETUNING_TASKS
 from keras_bert_zoo.training import batching, bucket_choice
 
 DATA = Path(__file__).parent / "data" / "finetune"

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.finetuning.adapters import QuestionAnsweringTask, TaggingTask
+from keras_bert_zoo.finetuning import QuestionAnsweringTask, TaggingTask
 from keras_bert_zoo.training import batching
 from keras_bert_zoo.training.optimizers import create_optimizer
 

@@ -11,9 +11,8 @@ a two-row name table:
   (`classifier.*`, no pooler).
 - reranker: the classifier's structure with one output, as sentence-transformers'
   `CrossEncoder` (`BertForSequenceClassification`, `num_labels=1`). A checkpoint is read as a
-  reranker when its config.json carries CrossEncoder's marker (`sentence_transformers` or
-  `sbert_ce_default_activation_function`), else as a one-output (regression) classifier;
-  ours are written with the marker and the identity activation (the score is the logit).
+  reranker when its config.json also carries CrossEncoder's keys (the spec's `markers`), else
+  as a one-output (regression) classifier; ours are written with them (the spec's `fields`).
 - question_answerer: one Dense(2) on the sequence output, channel 0 the start and 1 the end
   logits, as `BertForQuestionAnswering` (`qa_outputs.*`, no pooler). Ours also masks padding
   positions with a large negative bias; transformers leaves them as the Dense gives them, so
@@ -26,56 +25,16 @@ anything is written, rather than exported as something transformers would comput
 import json
 from pathlib import Path
 
-# Our task -> (transformers architecture, rows `(our path, [hf names], rule)`, pooler used).
+from keras_bert_zoo.task_specs import SPECS
+
+# Our task -> (transformers architecture, rows `(our path, [hf names], rule)`, pooler used),
+# from each task spec's `huggingface` head.
+HEADS = {name: spec.huggingface for name, spec in SPECS.items() if spec.huggingface}
 TASK_HEADS = {
-    "classifier": (
-        "BertForSequenceClassification",
-        [
-            ("classifier_head/kernel", ["classifier.weight"], "transpose"),
-            ("classifier_head/bias", ["classifier.bias"], None),
-        ],
-        True,
-    ),
-    "tagger": (
-        "BertForTokenClassification",
-        [
-            ("tagger_head/kernel", ["classifier.weight"], "transpose"),
-            ("tagger_head/bias", ["classifier.bias"], None),
-        ],
-        False,
-    ),
-    "reranker": (
-        "BertForSequenceClassification",
-        [
-            ("reranker_head/kernel", ["classifier.weight"], "transpose"),
-            ("reranker_head/bias", ["classifier.bias"], None),
-        ],
-        True,
-    ),
-    "question_answerer": (
-        "BertForQuestionAnswering",
-        [
-            ("span_head/kernel", ["qa_outputs.weight"], "transpose"),
-            ("span_head/bias", ["qa_outputs.bias"], None),
-        ],
-        False,
-    ),
+    name: (head.architecture, list(head.rows), head.pooler) for name, head in HEADS.items()
 }
-# A BertForSequenceClassification is a classifier unless CrossEncoder's marker says reranker.
-ARCHITECTURE_TASKS = {
-    architecture: task for task, (architecture, _, _) in TASK_HEADS.items() if task != "reranker"
-}
-# sentence-transformers' CrossEncoder config.json keys (v4's, then the earlier one), and the
-# activation ours record: the identity, since our score is the logit (`kbz predict rerank`).
-CROSS_ENCODER_KEYS = ("sentence_transformers", "sbert_ce_default_activation_function")
-IDENTITY = "torch.nn.modules.linear.Identity"
-# The settings each head's structure is defined by; any other key is another structure.
-_TASK_SETTINGS = {
-    "classifier": {"num_classes", "dropout", "multi_label", "label_names"},
-    "tagger": {"num_tags", "dropout", "label_names"},
-    "question_answerer": set(),
-    "reranker": {"dropout"},
-}
+# Each architecture's default task: its head without markers (see `HuggingFaceHead`).
+ARCHITECTURE_TASKS = {head.architecture: task for task, head in HEADS.items() if not head.markers}
 _PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
@@ -85,7 +44,7 @@ def _default_name(index: int) -> str:
 
 def check_exportable_task(task: str, task_config: dict, source: str) -> None:
     """Refuses a task head whose settings describe a structure transformers does not have."""
-    unknown = sorted(set(task_config) - _TASK_SETTINGS[task])
+    unknown = sorted(set(task_config) - HEADS[task].settings)
     if unknown:
         raise ValueError(
             f"{source}: the {task} head has settings {unknown} that "
@@ -97,18 +56,13 @@ def check_exportable_task(task: str, task_config: dict, source: str) -> None:
 
 def huggingface_task_fields(task: str, task_config: dict) -> dict:
     """transformers config fields of a task head: `num_labels`, `id2label`, `problem_type`."""
-    if task == "question_answerer":
-        return {"num_labels": 2}  # qa_outputs is Linear(hidden, num_labels)
-    if task == "reranker":
-        return {
-            "num_labels": 1,
-            "id2label": {"0": _default_name(0)},
-            "label2id": {_default_name(0): 0},
-            "classifier_dropout": task_config["dropout"],
-            "sentence_transformers": {"activation_fn": IDENTITY},
-            "sbert_ce_default_activation_function": IDENTITY,
-        }
-    count = task_config["num_classes"] if task == "classifier" else task_config["num_tags"]
+    head = HEADS[task]
+    if head.label_count is None:  # a fixed width: span logits (start, end), one score
+        fields = {"num_labels": head.num_labels, **head.fields}
+        if "dropout" in head.settings:
+            fields["classifier_dropout"] = task_config["dropout"]
+        return fields
+    count = task_config[head.label_count]
     names = task_config.get("label_names") or [_default_name(i) for i in range(count)]
     fields = {
         "num_labels": count,
@@ -116,7 +70,7 @@ def huggingface_task_fields(task: str, task_config: dict) -> dict:
         "label2id": {name: i for i, name in enumerate(names)},
         "classifier_dropout": task_config["dropout"],
     }
-    if task == "classifier":
+    if head.problem_type:
         multi = task_config.get("multi_label")
         fields["problem_type"] = _PROBLEM_TYPES[2 if count == 1 else 1 if multi else 0]
     return fields
@@ -137,6 +91,15 @@ def _label_names(config: dict, count: int, config_path: Path):
             f"{config_path}: id2label names {len(names)} labels, but the head has {count}."
         )
     return names
+
+
+def _marked_task(task: str, config: dict, count: int) -> str:
+    """The head of `task`'s architecture whose markers `config` carries at its width, if any."""
+    for other, head in HEADS.items():
+        marked = any(key in config for key in head.markers)
+        if head.architecture == HEADS[task].architecture and marked and count == head.num_labels:
+            return other
+    return task
 
 
 def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tuple:
@@ -166,16 +129,17 @@ def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tupl
             f"{source_file}: variable {rows[0][1][0]} is missing, but {config_path} says "
             f"{TASK_HEADS[task][0]}; the checkpoint is incomplete."
         )
-    if task == "question_answerer":
-        return task, {}, rows
     count = int(weight.shape[0])
+    task = _marked_task(task, config, count)
+    rows, head = TASK_HEADS[task][1], HEADS[task]
     dropout = config.get("classifier_dropout")
     dropout = config.get("hidden_dropout_prob", 0.1) if dropout is None else dropout
+    if head.label_count is None:
+        return task, ({"dropout": dropout} if "dropout" in head.settings else {}), rows
     task_config = {"dropout": dropout, "label_names": _label_names(config, count, config_path)}
-    if task == "tagger":
-        return task, {"num_tags": count, **task_config}, rows
-    if count == 1 and any(key in config for key in CROSS_ENCODER_KEYS):
-        return "reranker", {"dropout": dropout}, TASK_HEADS["reranker"][1]
+    task_config[head.label_count] = count
+    if not head.problem_type:
+        return task, task_config, rows
     problem = config.get("problem_type")
     if problem is not None and problem not in _PROBLEM_TYPES:
         raise ValueError(
@@ -186,5 +150,5 @@ def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tupl
             f"{config_path}: problem_type {problem!r} with {count} labels; a regression head "
             "has exactly one output (ours: num_classes=1), a classifier two or more."
         )
-    multi = problem == "multi_label_classification"
-    return task, {"num_classes": count, "multi_label": multi, **task_config}, rows
+    task_config["multi_label"] = problem == "multi_label_classification"
+    return task, task_config, rows

@@ -21,5 +21,5 @@ def add_checkpoint_arguments(parser) -> None:
         type=float,
         default=None,
         help="also save a checkpoint once M minutes have passed since the last one (at the "
-        "next step), in addition to --checkpoint-every",
+        "next step), in addition to --checkpoint-every (default: off)",
     )

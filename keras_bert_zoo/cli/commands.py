@@ -10,11 +10,13 @@ from pathlib import Path
 from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.cli import lora_flags
 from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
-from keras_bert_zoo.cli.finetune_flags import TASK_NAMES
-from keras_bert_zoo.cli.task_flags import predict_options
+from keras_bert_zoo.cli.task_flags import (
+    FINETUNE_TASKS,
+    PREDICT_TASKS,
+    finetune_options,
+    predict_options,
+)
 
-# The tasks `kbz finetune` and `kbz predict` run here (`embed` is in `embed_commands`).
-FINETUNE_TASKS = {cli: task for cli, task in TASK_NAMES.items() if cli != "embed"}
 # Flags passed on as the keyword arguments of the same name, in groups the runs share.
 SCHEDULE = ("epochs", "batch_size", "sequence_length", "learning_rate", "warmup_fraction")
 DEVICES = ("strategy", "tpu", "jit_compile", "mixed_precision", "seed")
@@ -92,19 +94,6 @@ def run_convert(args) -> int:
 def run_finetune(args) -> int:
     from keras_bert_zoo.jobs import finetune  # when run: --help stays instant
 
-    options = {}
-    if args.task == "classify":
-        options = dict(
-            text_columns=tuple(args.text_columns.split(",")),
-            label_column=args.label_column,
-            regression=args.regression,
-        )
-    elif args.task == "qa":
-        options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
-    elif args.task == "rerank":
-        options = dict(
-            negatives_from=args.negatives_from, num_negatives=args.num_negatives, top_k=args.top_k
-        )
     metrics = finetune.run_finetune(
         FINETUNE_TASKS[args.task],
         args.preset,
@@ -114,7 +103,7 @@ def run_finetune(args) -> int:
         **flags(args, SCHEDULE, DEVICES, CHECKPOINTS, "keep", "bucketing"),
         export=not args.no_export,
         **flags(args, lora_flags.LORA),
-        **options,
+        **finetune_options(args),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     list_outputs(
@@ -124,7 +113,6 @@ def run_finetune(args) -> int:
         ("preset", "preset directory (kbz.from_preset, kbz predict --model)"),
         ("export/1", "SavedModel for TF Serving, raw strings in"),
         (PREDICTION_FILES[FINETUNE_TASKS[args.task]], "validation predictions"),
-        ("predictions.ranked.tsv", "validation candidates ranked per query"),
         ("metrics.json", "validation metrics, per epoch in `history`"),
         ("logs", "TensorBoard: tensorboard --logdir " + str(Path(args.output) / "logs")),
     )
@@ -206,7 +194,7 @@ def run_predict(args) -> int:
 
     options = predict_options(args)
     result = predict.run_predict(
-        FINETUNE_TASKS[args.task],
+        PREDICT_TASKS[args.task],
         args.model,
         args.input,
         args.output,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from keras_bert_zoo.cli import commands, finetune_flags, lora_flags
 from keras_bert_zoo.cli.commands import SCHEDULE
+from keras_bert_zoo.cli.task_flags import FINETUNE_TASKS, finetune_options
 
 
 def run_finetune_embed(args) -> int:
@@ -31,9 +32,10 @@ def run_finetune_embed(args) -> int:
         args.train,
         args.validation,
         args.output,
-        **commands.flags(args, SCHEDULE, "scale", "seed", "jit_compile", "overwrite"),
+        **commands.flags(args, SCHEDULE, "seed", "jit_compile", "overwrite"),
         export=not args.no_export,
         **commands.flags(args, lora_flags.LORA),
+        **finetune_options(args),
     )
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)
@@ -68,6 +70,8 @@ def run_embed(args) -> int:
 
 
 def run_finetune(args) -> int:
-    """`kbz finetune TASK`: embed here, classify / tag / qa in `commands`."""
+    """`kbz finetune TASK`: the embedder here, the tasks of `jobs.finetune` in `commands`."""
     finetune_flags.resolve(args)  # the task's defaults for the flags left out
-    return run_finetune_embed(args) if args.task == "embed" else commands.run_finetune(args)
+    if args.task in FINETUNE_TASKS:
+        return commands.run_finetune(args)
+    return run_finetune_embed(args)

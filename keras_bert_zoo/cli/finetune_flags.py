@@ -1,19 +1,15 @@
 """`kbz finetune`'s hyperparameter flags, whose defaults depend on the task (argparse only).
 
 Each flag defaults to None on the command line; `resolve` fills in the task's value from
-`choices.FINETUNE_DEFAULTS` (the table `run_finetune` uses too), and `--help` lists them.
+the task's spec (`keras_bert_zoo.task_specs`, the table `run_finetune` uses too), and
+`--help` lists them.
 """
 
 from keras_bert_zoo.choices import FINETUNE_DEFAULTS, LORA_LEARNING_RATE, finetune_settings
+from keras_bert_zoo.task_specs import SPECS
 
 # Command-line task names -> the package's task names (`keras_bert_zoo.tasks.TASKS`).
-TASK_NAMES = {
-    "classify": "classifier",
-    "tag": "tagger",
-    "qa": "question_answerer",
-    "rerank": "reranker",
-    "embed": "embedder",
-}
+TASK_NAMES = {spec.cli_name: name for name, spec in SPECS.items()}
 FLAGS = {
     "epochs": (int, "passes over the training data"),
     "batch_size": (int, "training examples per step"),

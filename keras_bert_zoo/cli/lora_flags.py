@@ -13,7 +13,7 @@ def add_lora_arguments(parser) -> None:
         default=None,
         help="train rank-R LoRA adapters on the encoder's projections (and the task head) "
         "instead of every weight; outputs hold the merged weights, adapter.safetensors the "
-        "adapters alone",
+        "adapters alone (default: off, every weight trains)",
     )
     parser.add_argument(
         "--lora-alpha",

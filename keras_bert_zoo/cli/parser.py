@@ -10,7 +10,6 @@ from keras_bert_zoo import __version__
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
 from keras_bert_zoo.cli import commands, embed_commands
 from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
-from keras_bert_zoo.cli.commands import FINETUNE_TASKS
 from keras_bert_zoo.cli.compile_flags import add_compile_arguments
 from keras_bert_zoo.cli.create_data_flags import add_create_pretraining_data_arguments
 from keras_bert_zoo.cli.embed_parser import add_embed
@@ -18,11 +17,12 @@ from keras_bert_zoo.cli.export_flags import add_export_flags
 from keras_bert_zoo.cli.finetune_flags import add_finetune_hyperparameters
 from keras_bert_zoo.cli.lora_flags import add_lora_arguments
 from keras_bert_zoo.cli.task_flags import (
-    SUMMARIES,
-    TRAIN_FILES,
+    PREDICT_TASKS,
     add_finetune_task_flags,
     add_predict_task_flags,
+    add_task,
 )
+from keras_bert_zoo.task_specs import SPECS
 
 
 def _add_convert(subcommands) -> None:
@@ -69,13 +69,17 @@ def _add_training_arguments(
         add_finetune_hyperparameters(parser, task)
     else:
         parser.add_argument(
-            "--batch-size", type=int, default=batch_size, help="training examples per step"
+            "--batch-size",
+            type=int,
+            default=batch_size,
+            help=f"training examples per step (default: {batch_size})",
         )
         parser.add_argument(
             "--learning-rate",
             type=float,
             default=learning_rate,
-            help="peak learning rate of the warmup + linear-decay schedule",
+            help="peak learning rate of the warmup + linear-decay schedule "
+            f"(default: {learning_rate:g})",
         )
         parser.add_argument(
             "--warmup-fraction",
@@ -94,7 +98,9 @@ def _add_training_arguments(
         "host:port), KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID; "
         "process 0 writes --output, which every process must see",
     )
-    parser.add_argument("--tpu", default=None, help="TPU name or address (--strategy tpu)")
+    parser.add_argument(
+        "--tpu", default=None, help="TPU name or address (--strategy tpu) (default: none, local)"
+    )
     add_compile_arguments(
         parser,
         "compile training steps with XLA (default: on, off with KERAS_BACKEND=torch; "
@@ -119,7 +125,8 @@ def _add_training_arguments(
         "--overwrite",
         action="store_true",
         help="start afresh in --output, deleting a previous run there (without it, only the "
-        "same command resumes an unfinished run; a finished one returns its metrics)",
+        "same command resumes an unfinished run; a finished one returns its metrics) "
+        "(default: off)",
     )
 
 
@@ -130,13 +137,17 @@ def _add_finetune(subcommands) -> None:
         description="`kbz finetune TASK --help` lists the task's flags and its defaults.",
     )
     tasks = finetune.add_subparsers(dest="task", required=True, metavar="TASK")
-    for task in sorted([*FINETUNE_TASKS, "embed"]):
-        parser = tasks.add_parser(task, help=SUMMARIES[task], description=SUMMARIES[task])
+    for task in sorted(spec.cli_name for spec in SPECS.values()):
+        parser, spec = add_task(tasks, task)
         parser.add_argument("--preset", required=True, help="preset name or directory")
-        parser.add_argument("--train", required=True, help=TRAIN_FILES[task])
+        parser.add_argument("--train", required=True, help=spec.train_file)
         parser.add_argument("--validation", required=True, help="a file of the same format")
         _add_training_arguments(parser, task=task)
-        parser.add_argument("--no-export", action="store_true", help="skip the SavedModel")
+        parser.add_argument(
+            "--no-export",
+            action="store_true",
+            help="skip the SavedModel (default: off, export/1 is written)",
+        )
         parser.add_argument(
             "--bucketing",
             action=argparse.BooleanOptionalAction,
@@ -160,15 +171,23 @@ def _add_pretrain(subcommands) -> None:
     pretrain = subcommands.add_parser("pretrain", help="MLM + NSP pretraining")
     pretrain.add_argument("--preset", required=True, help="preset name or directory")
     pretrain.add_argument(
-        "--from-scratch", action="store_true", help="the preset's architecture with fresh weights"
+        "--from-scratch",
+        action="store_true",
+        help="the preset's architecture with fresh weights (default: off, the preset's weights)",
     )
-    pretrain.add_argument("--input-file", help="TFRecord files (comma-separated or globs)")
-    pretrain.add_argument("--text-file", help="text files, masked on the fly each epoch")
+    pretrain.add_argument(
+        "--input-file",
+        help="TFRecord files, comma-separated or globs (default: none; this or --text-file)",
+    )
+    pretrain.add_argument(
+        "--text-file",
+        help="text files, masked on the fly each epoch (default: none; this or --input-file)",
+    )
     pretrain.add_argument(
         "--num-train-steps",
         type=int,
         default=1000,
-        help="batches to train on (optimizer updates x accumulation steps)",
+        help="batches to train on (optimizer updates x accumulation steps) (default: 1000)",
     )
     pretrain.add_argument(
         "--max-seq-length", type=int, default=128, help="tokens per sequence (default: 128)"
@@ -202,21 +221,21 @@ def _add_predict(subcommands) -> None:
         description="`kbz predict TASK --help` lists the task's flags.",
     )
     tasks = predict.add_subparsers(dest="task", required=True, metavar="TASK")
-    for task in sorted(FINETUNE_TASKS):
-        parser = tasks.add_parser(task, help=SUMMARIES[task], description=SUMMARIES[task])
+    for task in sorted(PREDICT_TASKS):
+        parser, spec = add_task(tasks, task)
         parser.add_argument(
             "--model", required=True, help="a kbz finetune output directory, or a fine-tuned preset"
         )
         parser.add_argument(
             "--input",
             required=True,
-            help=f"{TRAIN_FILES[task]}; labels optional: metrics only where they are given",
+            help=f"{spec.train_file}; labels optional: metrics only where they are given",
         )
         parser.add_argument(
             "--output",
             required=True,
-            help="the TSV / CoNLL / predictions.json to write (QA also writes "
-            "nbest_predictions.json beside it)",
+            help=f"the file to write, as `kbz finetune {task}` writes {spec.prediction_file}"
+            " (QA also writes nbest_predictions.json beside it)",
         )
         parser.add_argument("--batch-size", type=int, default=64, help="(default: 64)")
         parser.add_argument(

@@ -8,7 +8,8 @@ with two signatures:
   `start_logits`, `end_logits`, `answer_start`, `answer_end` (character offsets into the
   context, end exclusive, as SQuAD's `answer_start`) and
   `answer_text`; encoder `sequence_output`, `pooled_output`; embedder `embeddings`; reranker
-  `query` and `passage` in, `score` (the relevance logit of each pair) out.
+  `score` (each pair's relevance logit), its inputs named `query` and `passage` (the spec's
+  `pair_names`).
 - `serve_token_ids`: int32 `token_ids`, `segment_ids`, `padding_mask` [batch, L] -> the model's
   raw outputs.
 The sequence length L is fixed (TF Serving's batcher pads variable-length inputs with the
@@ -33,11 +34,13 @@ prediction_log_pb2 = require_tensorflow(
     "SavedModel export", "tensorflow_serving.apis.prediction_log_pb2"
 )
 
-from keras_bert_zoo.export.serving import PAIR_INPUTS, SERVING_OUTPUTS, task_of  # noqa: E402
+from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
+from keras_bert_zoo.task_specs import SPECS  # noqa: E402
 
 logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
+PAIR_TASKS = tuple(name for name, spec in SPECS.items() if spec.pair_input)
 # What a SavedModel version directory holds (TensorFlow's files and the warm-up requests).
 SAVED_MODEL = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb"}
 
@@ -86,8 +89,8 @@ def export_saved_model(
             (`kbz.from_preset(...)`).
         path: the version directory, e.g. "exports/my_model/1"; must not exist.
         preprocessor: a `kbz.BertPreprocessor`; required unless `strings=False`.
-        pairs: take `text_pair` too (default: only for question answering and reranking,
-            whose inputs are `query` and `passage`).
+        pairs: take a second string too (default: the tasks whose spec says `pair_input`,
+            question answering and reranking).
         label_names: class or tag names, to also output them as strings (default: the
             model's own `task_config["label_names"]`).
         multi_label: classifier with independent sigmoid labels (default: as the model was
@@ -112,8 +115,9 @@ def export_saved_model(
         multi_label = bool(task_config.get("multi_label", False))
     if label_names is None:
         label_names = task_config.get("label_names")
-    pairs = task in PAIR_INPUTS if pairs is None else bool(pairs)
-    names = PAIR_INPUTS.get(task, ("text", "text_pair")) if pairs else ("text",)
+    pairs = task in PAIR_TASKS if pairs is None else bool(pairs)
+    names = SPECS[task].pair_names if task in SPECS else ("text", "text_pair")
+    names = names if pairs else names[:1]
     length = preprocessor.sequence_length if preprocessor is not None else None
     # The model is not `track`ed: on TensorFlow, Keras' archive then saves every weight twice
     # (its Keras variables under `variables/` and the same values captured by the endpoints
@@ -144,15 +148,12 @@ def export_saved_model(
         def serve_text_pair(text, text_pair):
             return outputs(model, preprocessor, text, text_pair, **options)
 
-        def serve_query_passage(query, passage):
+        def serve_query_passage(query, passage):  # the input names are the argument names
             return outputs(model, preprocessor, query, passage, **options)
 
-        serve = serve_query_passage if names[0] == "query" else serve_text_pair
-        archive.add_endpoint(
-            "serving_default",
-            serve if pairs else serve_text,
-            input_signature=[text_spec] * len(names),
-        )
+        serve = serve_query_passage if names == ("query", "passage") else serve_text_pair
+        signature = [text_spec] * len(names)
+        archive.add_endpoint("serving_default", serve if pairs else serve_text, signature)
     with staged_directory(path) as staging:
         archive.write_out(str(staging), verbose=False)
         if strings:

@@ -1,7 +1,10 @@
 """Serving outputs per task, as TensorFlow graph functions over raw strings.
 
 Each function takes the model, the preprocessor and string tensors and returns the named
-outputs of `serving_default` (see `keras_bert_zoo.export`).
+outputs of `serving_default` (see `keras_bert_zoo.export`), among those its task's spec
+names (`keras_bert_zoo.task_specs.TaskSpec.serving_outputs`). The functions are TensorFlow
+graph code, so they live here rather than in the light spec; a task whose outputs are another
+task's (a one-logit scorer is a regression classifier) reuses that function in its entry.
 """
 
 import keras
@@ -123,12 +126,6 @@ def embedder_outputs(model, preprocessor, text, text_pair, **_):
     return {"embeddings": model(_inputs(preprocessor, text, text_pair), training=False)}
 
 
-def reranker_outputs(model, preprocessor, text, text_pair, **_):
-    """`score` [batch] float32: the relevance logit of each (query, passage) pair."""
-    logits = model(preprocessor((text, text_pair)), training=False)
-    return {"score": tf.cast(logits, tf.float32)[:, 0]}
-
-
 def encoder_outputs(model, preprocessor, text, text_pair, **_):
     return model(_inputs(preprocessor, text, text_pair), training=False)
 
@@ -139,7 +136,5 @@ SERVING_OUTPUTS = {
     "question_answerer": question_answerer_outputs,
     "encoder": encoder_outputs,
     "embedder": embedder_outputs,
-    "reranker": reranker_outputs,
+    "reranker": classifier_outputs,  # one logit: `score`, each (query, passage) pair's
 }
-# The string inputs of `serving_default` of the tasks that take two (the others: `text`).
-PAIR_INPUTS = {"question_answerer": ("text", "text_pair"), "reranker": ("query", "passage")}

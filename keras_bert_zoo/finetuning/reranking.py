@@ -20,6 +20,7 @@ import numpy as np
 from keras_bert_zoo import ranking_metrics
 from keras_bert_zoo.data.rerank_reader import RankingData, read_ranking_tsv
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.finetuning.common import FinetuningTask
 from keras_bert_zoo.finetuning.hard_negatives import (
     embedder_source,
     embedding_function,
@@ -28,6 +29,7 @@ from keras_bert_zoo.finetuning.hard_negatives import (
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.saving.atomic import write_text
+from keras_bert_zoo.task_specs import RERANKER
 from keras_bert_zoo.tasks import reranker_loss
 
 tf = require_tensorflow(TF_DATA_PIPELINES)
@@ -60,7 +62,7 @@ def write_scores(path, dataset: RankingData, scores) -> list[Path]:
 
 
 @dataclasses.dataclass
-class RerankingTask:
+class RerankingTask(FinetuningTask):
     """Cross-encoder reranking of (query, passage) pairs, labels 1 (relevant) / 0.
 
     Args:
@@ -71,17 +73,16 @@ class RerankingTask:
     """
 
     preprocessor: object
-    negatives_from: str | None = None
-    num_negatives: int = 3
-    top_k: int = 10
+    negatives_from: str | None = RERANKER.default("negatives_from")
+    num_negatives: int = RERANKER.default("num_negatives")
+    top_k: int = RERANKER.default("top_k")
+    spec = RERANKER
     sequence_outputs = False  # one logit per pair
-    _unmined: object = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         check_positive_int("num_negatives", self.num_negatives)
         check_positive_int("top_k", self.top_k)
-        if self.negatives_from is not None:
-            self.negatives_from = str(embedder_source(self.negatives_from))
+        self._unmined = None  # the training file, until its negatives are mined
 
     def read(self, path, label_names=None, labels_optional=False) -> RankingData:
         """The training file (`label_names` None), a validation file (read with the training
@@ -102,6 +103,7 @@ class RerankingTask:
                 "Give each training query its relevant passage(s), labelled 1."
             )
         if self.negatives_from:
+            embedder_source(self.negatives_from)  # a bad name stops here, before any work
             self._unmined = dataset
         elif 0 not in present:
             raise ValueError(
@@ -166,9 +168,6 @@ class RerankingTask:
                     missing,
                 )
         return ranking_metrics.ranking_scores(dataset.queries, labels, predictions, self.top_k)
-
-    def evaluate(self, dataset, outputs, extra, warn=True):
-        return self.metrics(dataset, self.predict(dataset, outputs, extra), warn)
 
     def write_predictions(self, dataset, predictions, path):
         return write_scores(path, dataset, np.asarray(predictions))

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from keras_bert_zoo.data.readers import open_text
-from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.jobs.checks import input_file, output_file
 from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.layers.common import check_positive_int
@@ -21,8 +20,7 @@ from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
-
-tf = require_tensorflow(TF_DATA_PIPELINES)
+from keras_bert_zoo.training import batching
 
 logger = logging.getLogger(__name__)
 DEFAULT_SEQUENCE_LENGTH = 128
@@ -54,34 +52,37 @@ def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
 def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarray:
     """`[len(texts), hidden]` float32 vectors, in the order of `texts`.
 
-    Texts longer than the preprocessor's `sequence_length` are truncated (logged with a
-    count, never silently).
+    All texts are tokenized at once, then embedded sorted by length in batches trimmed to
+    their length bucket (`batching.predict`): a corpus of short questions and long
+    paragraphs is not padded to the longest text. Texts longer than the preprocessor's
+    `sequence_length` are truncated (logged with a count, never silently).
 
-    >>> vectors = kbz.training.embed_texts(embedder, pre, ["A sentence.", "Another one."])
+    >>> vectors = kbz.jobs.embed_texts(embedder, pre, ["A sentence.", "Another one."])
     """
     check_positive_int("batch_size", batch_size)
     texts = [str(t) for t in texts]
     if not texts:
         return np.zeros((0, embedder.output_shape[-1]), np.float32)
-    dataset = (
-        tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
-        .batch(batch_size)
-        .map(preprocessor, num_parallel_calls=tf.data.AUTOTUNE)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-    vectors, full = [], 0
-    for batch in dataset:  # one pass: the vectors, and how many texts filled every position
-        full += int(np.sum(np.asarray(batch["padding_mask"]).all(axis=1)))
-        vectors.append(np.asarray(embedder.predict_on_batch(batch), np.float32))
+    x = _packed(preprocessor, texts)
+    length = preprocessor.sequence_length
+    full = int(np.sum(batching.real_lengths(x) == length))
     if full:
         logger.warning(
             "%d of %d texts fill all %d token positions and may be truncated; a larger "
             "sequence_length (--sequence-length) keeps more of them.",
             full,
             len(texts),
-            preprocessor.sequence_length,
+            length,
         )
-    return np.concatenate(vectors)
+    buckets = batching.prediction_buckets(embedder, length)
+    vectors = batching.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
+    return np.asarray(vectors, np.float32)
+
+
+def _packed(preprocessor, texts, chunk: int = 4096) -> dict:
+    """The preprocessor's numpy inputs of `texts`, tokenized a chunk at a time."""
+    parts = [preprocessor(texts[begin : begin + chunk]) for begin in range(0, len(texts), chunk)]
+    return {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in parts[0]}
 
 
 def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:

@@ -16,8 +16,8 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.choices import PREDICTION_FILES, finetune_settings
-from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.choices import finetune_settings
+from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import (
     check_flags,
     check_length,
@@ -44,12 +44,6 @@ from keras_bert_zoo.training.processes import check_global_batch, shard_batches
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 logger = logging.getLogger(__name__)
-FILE_KINDS = {
-    "classifier": "GLUE-style TSV",
-    "tagger": "CoNLL",
-    "question_answerer": "SQuAD JSON",
-    "reranker": "query<TAB>passage<TAB>label TSV",
-}
 
 
 class TensorBoard(keras.callbacks.TensorBoard):
@@ -111,8 +105,9 @@ def run_finetune(
 
     Args:
         task: "classifier", "tagger" or "question_answerer" (`FINETUNING_TASKS`).
+        task_options: the task's options (its spec's `TaskOption`s: `text_columns`, ...).
         epochs, batch_size, sequence_length, learning_rate, warmup_fraction: None takes the
-            task's default (`keras_bert_zoo.choices.FINETUNE_DEFAULTS`, as `kbz finetune`;
+            task's default (its spec's `defaults`, `keras_bert_zoo.task_specs`, as `kbz finetune`;
             the learning rate of a LoRA run: `LORA_LEARNING_RATE`).
         lora_rank: train LoRA adapters of this rank (`kbz.enable_lora`, with `lora_alpha`
             and `lora_targets`) and the head instead of every weight; `adapter.safetensors`
@@ -161,7 +156,7 @@ def run_finetune(
     check_minutes(checkpoint_every_minutes)
     inputs = {"--train": [train], "--validation": [validation]}
     for flag, (path,) in inputs.items():
-        input_file(flag, path, f"a {FILE_KINDS[task]} file")
+        input_file(flag, path, f"a {FINETUNING_TASKS[task].spec.file_kind} file")
     output_directory("--output", output)
     distribution = get_strategy(strategy, tpu)  # first: processes join before JAX computes
     check_global_batch(batch_size, distribution)
@@ -246,7 +241,7 @@ def run_finetune(
         predictions = job.predict(validation_data, outputs, extra_val)
         results = job.metrics(validation_data, predictions)
         results = {key: float(value) for key, value in results.items()}
-        job.write_predictions(validation_data, predictions, output / PREDICTION_FILES[task])
+        job.write_predictions(validation_data, predictions, output / job.spec.prediction_file)
         write_json(
             output / "metrics.json",
             {**results, "kept_epoch": kept["epoch"], "history": validation.history},

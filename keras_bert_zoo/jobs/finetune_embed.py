@@ -30,6 +30,7 @@ from keras_bert_zoo.layers.pooling import InBatchSimilarity
 from keras_bert_zoo.lora import enable_lora
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
+from keras_bert_zoo.task_specs import EMBEDDER
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 
@@ -129,7 +130,7 @@ def run_finetune_embed(
     sequence_length: int | None = None,
     learning_rate: float | None = None,
     warmup_fraction: float | None = None,
-    scale: float = 20.0,
+    scale: float = EMBEDDER.default("scale"),
     seed: int = 0,
     jit_compile: bool = True,
     export: bool = True,
@@ -143,13 +144,13 @@ def run_finetune_embed(
     Returns (and writes to `output/metrics.json`) `{"before": {...}, "after": {...}, ...}`
     with `recall@1`, `recall@5`, `mrr` of the validation pairs. `epochs`, `batch_size`,
     `sequence_length`, `learning_rate`, `warmup_fraction`: None takes the embedder's default
-    (`keras_bert_zoo.choices.FINETUNE_DEFAULTS`, as `kbz finetune embed`; the learning rate
+    (`task_specs.EMBEDDER.defaults`, as `kbz finetune embed`; the learning rate
     of a LoRA run: `LORA_LEARNING_RATE`).
 
     >>> kbz.training.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
     """
     epochs, batch_size, sequence_length, learning_rate, warmup_fraction = finetune_settings(
-        "embedder",
+        EMBEDDER.name,
         lora=bool(lora_rank),
         epochs=epochs,
         batch_size=batch_size,

@@ -11,22 +11,13 @@ returned too.
 import json
 from pathlib import Path
 
-from keras_bert_zoo.choices import PREDICTION_FILES
-from keras_bert_zoo.finetuning.adapters import FINETUNING_TASKS
+from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import input_file, output_file
 from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching
-
-# Settings of a fine-tuning run that prediction reuses unless given.
-_RUN_OPTIONS = {
-    "classifier": ("text_columns", "label_column", "regression"),
-    "tagger": (),
-    "question_answerer": ("doc_stride", "max_query_length"),
-    "reranker": ("top_k",),
-}
 
 
 def _model_source(model) -> tuple[Path, dict]:
@@ -77,8 +68,9 @@ def run_predict(
     """
     if task not in FINETUNING_TASKS:
         raise ValueError(f"Unknown task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}.")
-    input_file("--input", input, "a GLUE TSV, CoNLL or SQuAD JSON file")
-    output_file("--output", output, "prediction file", PREDICTION_FILES[task])
+    spec = FINETUNING_TASKS[task].spec
+    input_file("--input", input, f"a {spec.file_kind} file")
+    output_file("--output", output, "prediction file", spec.prediction_file)
     preset, settings = _model_source(model)
     config = load_preset_config(preset)
     if config.task != task:
@@ -87,7 +79,7 @@ def run_predict(
             "with the task it was fine-tuned for."
         )
     length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
-    defaults = {k: settings[k] for k in _RUN_OPTIONS[task] if k in settings}
+    defaults = {k: settings[k] for k in spec.run_settings if k in settings}  # the run's
     if "text_columns" in defaults:
         defaults["text_columns"] = tuple(defaults["text_columns"])
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}

@@ -63,6 +63,19 @@ def bucket_lengths(sequence_length: int, bucketing: bool = True) -> list[int]:
     return lengths + [sequence_length]
 
 
+def prediction_buckets(model, sequence_length: int) -> list[int]:
+    """The lengths `predict` trims batches to: steps of 8 tokens where one graph runs every
+    length without a compile (`predicts_as_graph`), else `bucket_lengths` (one XLA program
+    per bucket).
+
+    >>> prediction_buckets(model, 40)  # TensorFlow on CPU
+    [8, 16, 24, 32, 40]
+    """
+    if predicts_as_graph(model):
+        return list(range(8, sequence_length, 8)) + [sequence_length]
+    return bucket_lengths(sequence_length)
+
+
 def real_lengths(x: dict) -> np.ndarray:
     """Real tokens of each sequence (padding comes last): the `padding_mask` row sums."""
     return np.asarray(x["padding_mask"]).astype(bool).sum(-1)

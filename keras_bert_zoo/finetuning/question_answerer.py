@@ -1,0 +1,69 @@
+"""The question answerer's behaviour: SQuAD v1.1 / v2.0 extractive question answering with
+doc-stride windows (`QUESTION_ANSWERER`)."""
+
+import dataclasses
+
+import numpy as np
+
+from keras_bert_zoo import data
+from keras_bert_zoo.finetuning.common import FinetuningTask, batched, specials
+from keras_bert_zoo.finetuning.prediction_files import write_squad
+from keras_bert_zoo.task_specs import QUESTION_ANSWERER
+from keras_bert_zoo.tasks import question_answerer_loss
+
+_DEFAULT = QUESTION_ANSWERER.default
+
+
+@dataclasses.dataclass
+class QuestionAnsweringTask(FinetuningTask):
+    """SQuAD v1.1 / v2.0 extractive question answering with doc-stride windows."""
+
+    preprocessor: object
+    doc_stride: int = _DEFAULT("doc_stride")
+    max_query_length: int = _DEFAULT("max_query_length")
+    n_best_size: int = _DEFAULT("n_best_size")
+    max_answer_length: int = _DEFAULT("max_answer_length")
+    spec = QUESTION_ANSWERER
+    sequence_outputs = True  # start/end logits per token (targets are positions)
+
+    def read(self, path, label_names=None, labels_optional=False):
+        """The SQuAD file; with `labels_optional`, questions without answers read too."""
+        return data.read_squad(path, answers_optional=labels_optional)
+
+    def arrays(self, examples):
+        tokenizer = self.preprocessor.tokenizer
+        texts = sorted({e.question for e in examples} | {e.context for e in examples})
+        spans = dict(zip(texts, batched(tokenizer, texts, offsets=True), strict=True))
+        features = data.build_squad_features(
+            examples,
+            spans.__getitem__,
+            max_seq_length=self.preprocessor.sequence_length,
+            doc_stride=self.doc_stride,
+            max_query_length=self.max_query_length,
+            **specials(tokenizer),
+        )
+        targets = {"start_logits": features.start_positions, "end_logits": features.end_positions}
+        return features.inputs(), targets, features
+
+    def loss(self, examples):
+        return question_answerer_loss()
+
+    def predict(self, examples, outputs, features):
+        """`{"answers": {id: text}, "nbest": {id: [...]}}` as run_squad.py writes them."""
+        logits = (np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"]))
+        options = dict(n_best_size=self.n_best_size, max_answer_length=self.max_answer_length)
+        return {
+            "answers": data.postprocess(examples, features, *logits, **options),
+            "nbest": data.nbest_predictions(examples, features, *logits, **options),
+        }
+
+    def metrics(self, examples, predictions, warn=True):
+        """Official SQuAD exact match and F1, in percent as the official script reports, over
+        the questions with answers (or `is_impossible`); {} when none has."""
+        labelled = [e for e in examples if e.labelled]
+        if not labelled:
+            return {}
+        return data.squad_evaluate(labelled, predictions["answers"])
+
+    def write_predictions(self, examples, predictions, path):
+        return write_squad(path, predictions["answers"], predictions["nbest"])
