@@ -240,7 +240,7 @@ RERANKER = TaskSpec(
     train_file="TSV with the header query<TAB>passage<TAB>label, label 1 (relevant) or 0, "
     "any number of rows per query",
     file_kind="query<TAB>passage<TAB>label TSV",
-    # From MiniLM on SQuAD pairs (benchmarks/RESULTS.md, "Reranker"); 256: query + paragraph.
+    # Not yet shown to learn (benchmarks/RESULTS.md, "Reranker"); 256: a query and a paragraph.
     defaults=_schedule(learning_rate=5e-5, batch_size=16, epochs=1, sequence_length=256),
     options=(
         TaskOption(
