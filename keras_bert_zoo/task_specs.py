@@ -61,7 +61,13 @@ class TaskOption:
 class HuggingFaceHead:
     """A task head in transformers' form: the model class, its weights as a name table
     `(our path, [transformers names], rule)`, whether it uses the BERT pooler, the settings
-    that define its structure, and which setting counts its labels (`num_labels`)."""
+    that define its structure, and which setting counts its labels (`num_labels`).
+
+    Heads that share an architecture are told apart by `markers`: config.json keys of which
+    any, with `num_labels` outputs, marks a checkpoint of this head (sentence-transformers'
+    CrossEncoder is a `BertForSequenceClassification` with one label and its own keys); the
+    head without markers is the architecture's default. `fields` are written to config.json.
+    """
 
     architecture: str
     rows: tuple
@@ -69,6 +75,9 @@ class HuggingFaceHead:
     settings: frozenset
     label_count: str | None = None
     problem_type: bool = False  # transformers' `problem_type` (classification vs regression)
+    num_labels: int = 2  # the outputs of a head whose settings do not count them
+    markers: tuple = ()
+    fields: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +93,8 @@ class TaskSpec:
     options: tuple = ()  # `TaskOption`s
     prediction_file: str | None = None  # None: no `kbz predict TASK` (the embedder)
     serving_outputs: tuple = ()  # `serving_default`'s output names (export)
-    pair_input: bool = False  # `serving_default` takes `text` and `text_pair`
+    pair_input: bool = False  # `serving_default` takes two strings, named `pair_names`
+    pair_names: tuple = ("text", "text_pair")
     pooler: bool = True  # the model uses the encoder's pooled output
     huggingface: HuggingFaceHead | None = None
     aliases: tuple = ()
@@ -221,8 +231,58 @@ EMBEDDER = TaskSpec(
     pooler=False,
 )
 
+# CrossEncoder's activation in config.json: the identity, since our score is the logit.
+_IDENTITY = "torch.nn.modules.linear.Identity"
+RERANKER = TaskSpec(
+    name="reranker",
+    cli_name="rerank",
+    summary="cross-encoder reranking: one relevance score per (query, passage) pair",
+    train_file="TSV with the header query<TAB>passage<TAB>label, label 1 (relevant) or 0, "
+    "any number of rows per query",
+    file_kind="query<TAB>passage<TAB>label TSV",
+    # Not yet shown to learn (benchmarks/RESULTS.md, "Reranker"); 256: a query and a paragraph.
+    defaults=_schedule(learning_rate=5e-5, batch_size=16, epochs=1, sequence_length=256),
+    options=(
+        TaskOption(
+            "negatives_from",
+            str,
+            None,
+            "an embedder (preset name or directory, or a kbz finetune embed run) that mines "
+            "hard negatives for each training query from the training file's own passages, "
+            "labelled 0",
+            predict=False,
+        ),
+        TaskOption(
+            "num_negatives",
+            int,
+            3,
+            "hard negatives mined per query (--negatives-from)",
+            predict=False,
+        ),
+        TaskOption(
+            "top_k", int, 10, "the k of the recall_at_k metric (MRR is at 10, recall at 1 too)"
+        ),
+    ),
+    prediction_file="predictions.tsv",
+    serving_outputs=("score",),
+    pair_input=True,
+    pair_names=("query", "passage"),
+    huggingface=HuggingFaceHead(
+        "BertForSequenceClassification",
+        _classifier_rows("reranker_head", "classifier"),
+        pooler=True,
+        settings=frozenset({"dropout"}),
+        num_labels=1,
+        markers=("sentence_transformers", "sbert_ce_default_activation_function"),
+        fields={
+            "sentence_transformers": {"activation_fn": _IDENTITY},
+            "sbert_ce_default_activation_function": _IDENTITY,
+        },
+    ),
+)
+
 # The registry: one line per task.
-SPECS = {spec.name: spec for spec in (CLASSIFIER, TAGGER, QUESTION_ANSWERER, EMBEDDER)}
+SPECS = {spec.name: spec for spec in (CLASSIFIER, TAGGER, QUESTION_ANSWERER, EMBEDDER, RERANKER)}
 
 
 def spec_for_cli(name: str) -> TaskSpec:

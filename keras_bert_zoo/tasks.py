@@ -12,6 +12,9 @@ Every builder extends the encoder's graph (inputs `token_ids`, `segment_ids`,
   count for nothing (`tagger_loss`; `kbz finetune` divides by a fixed token count).
 - `build_question_answerer`: `start_logits` / `end_logits` over the sequence, padding masked;
   train with `question_answerer_loss()` (the mean of the start and end cross-entropies).
+- `build_reranker`: a cross-encoder: one relevance logit `[batch, 1]` for a (query,
+  passage) pair, from the pooled output as `build_classifier`'s; train with
+  `reranker_loss()` (sigmoid cross-entropy on 0/1 labels, sentence-transformers' CrossEncoder).
 - `build_embedder`: `[batch, hidden]` sentence vectors (mean / cls / max pooling over real
   tokens, L2-normalised by default), as sentence-transformers computes them.
 
@@ -149,6 +152,27 @@ def build_embedder(
     return BertModel(encoder.input, embeddings, name=name, task="embedder", task_config=config)
 
 
+def build_reranker(
+    encoder: keras.Model, dropout: float = 0.1, name: str = "bert_reranker"
+) -> keras.Model:
+    """Cross-encoder: `[batch, 1]` relevance logits of (query, passage) pairs, as
+    sentence-transformers' `CrossEncoder` (`BertForSequenceClassification`, one label).
+
+    >>> model = kbz.build_reranker(encoder)
+    >>> logits = model(pre((["a query"], ["a passage"])))
+    """
+    config = {"dropout": check_rate("dropout", dropout)}
+    x = Dropout(dropout, name="reranker_dropout")(first_token_pooled_output(encoder))
+    logits = _head(1, "reranker_head", dtype="float32")(x)
+    return BertModel(encoder.input, logits, name=name, task="reranker", task_config=config)
+
+
+def reranker_loss() -> keras.losses.Loss:
+    """Sigmoid cross-entropy of a pair's logit and its 0/1 label (CrossEncoder's
+    `BCEWithLogitsLoss` for one label), the mean over the batch."""
+    return keras.losses.BinaryCrossentropy(from_logits=True)
+
+
 def classifier_loss(num_classes: int, multi_label: bool = False) -> keras.losses.Loss:
     """MSE for regression (`num_classes=1`), sigmoid BCE for multi-label, else softmax CE."""
     if num_classes == 1:
@@ -232,6 +256,7 @@ TASKS = {
     "tagger": build_tagger,
     "question_answerer": build_question_answerer,
     "embedder": build_embedder,
+    "reranker": build_reranker,
 }
 
 

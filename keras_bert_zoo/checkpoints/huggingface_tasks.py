@@ -9,6 +9,10 @@ a two-row name table:
   (`num_classes=1`), `classifier_dropout` the head's dropout rate.
 - tagger: sequence output -> dropout -> one Dense, as `BertForTokenClassification`
   (`classifier.*`, no pooler).
+- reranker: the classifier's structure with one output, as sentence-transformers'
+  `CrossEncoder` (`BertForSequenceClassification`, `num_labels=1`). A checkpoint is read as a
+  reranker when its config.json also carries CrossEncoder's keys (the spec's `markers`), else
+  as a one-output (regression) classifier; ours are written with them (the spec's `fields`).
 - question_answerer: one Dense(2) on the sequence output, channel 0 the start and 1 the end
   logits, as `BertForQuestionAnswering` (`qa_outputs.*`, no pooler). Ours also masks padding
   positions with a large negative bias; transformers leaves them as the Dense gives them, so
@@ -29,7 +33,8 @@ HEADS = {name: spec.huggingface for name, spec in SPECS.items() if spec.huggingf
 TASK_HEADS = {
     name: (head.architecture, list(head.rows), head.pooler) for name, head in HEADS.items()
 }
-ARCHITECTURE_TASKS = {head.architecture: task for task, head in HEADS.items()}
+# Each architecture's default task: its head without markers (see `HuggingFaceHead`).
+ARCHITECTURE_TASKS = {head.architecture: task for task, head in HEADS.items() if not head.markers}
 _PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
@@ -52,8 +57,11 @@ def check_exportable_task(task: str, task_config: dict, source: str) -> None:
 def huggingface_task_fields(task: str, task_config: dict) -> dict:
     """transformers config fields of a task head: `num_labels`, `id2label`, `problem_type`."""
     head = HEADS[task]
-    if head.label_count is None:  # a span head: start and end logits
-        return {"num_labels": 2}  # qa_outputs is Linear(hidden, num_labels)
+    if head.label_count is None:  # a fixed width: span logits (start, end), one score
+        fields = {"num_labels": head.num_labels, **head.fields}
+        if "dropout" in head.settings:
+            fields["classifier_dropout"] = task_config["dropout"]
+        return fields
     count = task_config[head.label_count]
     names = task_config.get("label_names") or [_default_name(i) for i in range(count)]
     fields = {
@@ -85,6 +93,15 @@ def _label_names(config: dict, count: int, config_path: Path):
     return names
 
 
+def _marked_task(task: str, config: dict, count: int) -> str:
+    """The head of `task`'s architecture whose markers `config` carries at its width, if any."""
+    for other, head in HEADS.items():
+        marked = any(key in config for key in head.markers)
+        if head.architecture == HEADS[task].architecture and marked and count == head.num_labels:
+            return other
+    return task
+
+
 def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tuple:
     """`(task, task_config, rows)` of a transformers BERT task checkpoint, else `(None, {}, [])`.
 
@@ -112,12 +129,13 @@ def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tupl
             f"{source_file}: variable {rows[0][1][0]} is missing, but {config_path} says "
             f"{TASK_HEADS[task][0]}; the checkpoint is incomplete."
         )
-    head = HEADS[task]
-    if head.label_count is None:
-        return task, {}, rows
     count = int(weight.shape[0])
+    task = _marked_task(task, config, count)
+    rows, head = TASK_HEADS[task][1], HEADS[task]
     dropout = config.get("classifier_dropout")
     dropout = config.get("hidden_dropout_prob", 0.1) if dropout is None else dropout
+    if head.label_count is None:
+        return task, ({"dropout": dropout} if "dropout" in head.settings else {}), rows
     task_config = {"dropout": dropout, "label_names": _label_names(config, count, config_path)}
     task_config[head.label_count] = count
     if not head.problem_type:

@@ -1,4 +1,4 @@
-"""Fine-tuning data: readers (GLUE TSV, CoNLL, SQuAD JSON), SQuAD windows and
+"""Fine-tuning data: readers (GLUE TSV, CoNLL, SQuAD JSON, reranking TSV), SQuAD windows and
 post-processing, and word-to-sub-word label alignment for taggers.
 
 >>> import keras_bert_zoo as kbz
@@ -20,6 +20,7 @@ from keras_bert_zoo.data.readers import (
     sorted_labels,
     tsv_header,
 )
+from keras_bert_zoo.data.rerank_reader import RankingData, RankingPair, read_ranking_tsv
 from keras_bert_zoo.data.squad import SquadFeatures, build_squad_features, doc_spans
 from keras_bert_zoo.data.squad_answers import nbest_predictions, postprocess, squad_evaluate
 from keras_bert_zoo.data.squad_reader import SquadAnswer, SquadExample, read_squad
@@ -27,6 +28,8 @@ from keras_bert_zoo.data.tagging import align_labels, encode_tagged, word_predic
 
 __all__ = [
     "ClassificationData",
+    "RankingData",
+    "RankingPair",
     "SquadAnswer",
     "SquadExample",
     "SquadFeatures",
@@ -41,6 +44,7 @@ __all__ = [
     "postprocess",
     "read_conll",
     "read_glue_tsv",
+    "read_ranking_tsv",
     "read_squad",
     "sorted_labels",
     "squad_evaluate",

@@ -7,7 +7,9 @@ with two signatures:
   (the tag of each whitespace-separated word's first sub-word); question answerer
   `start_logits`, `end_logits`, `answer_start`, `answer_end` (character offsets into the
   context, end exclusive, as SQuAD's `answer_start`) and
-  `answer_text`; encoder `sequence_output`, `pooled_output`; embedder `embeddings`.
+  `answer_text`; encoder `sequence_output`, `pooled_output`; embedder `embeddings`; reranker
+  `score` (each pair's relevance logit), its inputs named `query` and `passage` (the spec's
+  `pair_names`).
 - `serve_token_ids`: int32 `token_ids`, `segment_ids`, `padding_mask` [batch, L] -> the model's
   raw outputs.
 The sequence length L is fixed (TF Serving's batcher pads variable-length inputs with the
@@ -54,16 +56,15 @@ def _version_directory(path, overwrite: bool) -> Path:
     return check_replaceable(path, SAVED_MODEL, overwrite, "a version", fix)
 
 
-def _warmup_requests(directory: Path, pairs: bool, model_name: str) -> None:
+def _warmup_requests(directory: Path, names: tuple, model_name: str) -> None:
     extra = directory / "assets.extra"
     extra.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(extra / "tf_serving_warmup_requests")) as writer:
         request = predict_pb2.PredictRequest(
             model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
         )
-        request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
-        if pairs:
-            request.inputs["text_pair"].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
+        for name in names:
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(list(WARMUP_TEXTS)))
         log = prediction_log_pb2.PredictionLog(
             predict_log=prediction_log_pb2.PredictLog(request=request)
         )
@@ -88,7 +89,8 @@ def export_saved_model(
             (`kbz.from_preset(...)`).
         path: the version directory, e.g. "exports/my_model/1"; must not exist.
         preprocessor: a `kbz.BertPreprocessor`; required unless `strings=False`.
-        pairs: take `text_pair` too (default: only for question answering).
+        pairs: take a second string too (default: the tasks whose spec says `pair_input`,
+            question answering and reranking).
         label_names: class or tag names, to also output them as strings (default: the
             model's own `task_config["label_names"]`).
         multi_label: classifier with independent sigmoid labels (default: as the model was
@@ -114,6 +116,8 @@ def export_saved_model(
     if label_names is None:
         label_names = task_config.get("label_names")
     pairs = task in PAIR_TASKS if pairs is None else bool(pairs)
+    names = SPECS[task].pair_names if task in SPECS else ("text", "text_pair")
+    names = names if pairs else names[:1]
     length = preprocessor.sequence_length if preprocessor is not None else None
     # The model is not `track`ed: on TensorFlow, Keras' archive then saves every weight twice
     # (its Keras variables under `variables/` and the same values captured by the endpoints
@@ -144,14 +148,15 @@ def export_saved_model(
         def serve_text_pair(text, text_pair):
             return outputs(model, preprocessor, text, text_pair, **options)
 
-        archive.add_endpoint(
-            "serving_default",
-            serve_text_pair if pairs else serve_text,
-            input_signature=[text_spec] * (2 if pairs else 1),
-        )
+        def serve_query_passage(query, passage):  # the input names are the argument names
+            return outputs(model, preprocessor, query, passage, **options)
+
+        serve = serve_query_passage if names == ("query", "passage") else serve_text_pair
+        signature = [text_spec] * len(names)
+        archive.add_endpoint("serving_default", serve if pairs else serve_text, signature)
     with staged_directory(path) as staging:
         archive.write_out(str(staging), verbose=False)
         if strings:
-            _warmup_requests(staging, pairs, path.parent.name)
+            _warmup_requests(staging, names, path.parent.name)
     logger.info("Exported %s (%s) to %s", model.name, task, path)
     return path

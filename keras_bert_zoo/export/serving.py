@@ -136,4 +136,5 @@ SERVING_OUTPUTS = {
     "question_answerer": question_answerer_outputs,
     "encoder": encoder_outputs,
     "embedder": embedder_outputs,
+    "reranker": classifier_outputs,  # one logit: `score`, each (query, passage) pair's
 }

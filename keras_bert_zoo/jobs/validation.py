@@ -22,11 +22,12 @@ HISTORY_FILE = "validation.json"
 BEST_WEIGHTS = "best.weights.h5"
 BEST_ADAPTERS = "best.lora.npz"  # a LoRA model's adapters (save_weights merges them)
 # The metric that decides "best" for each task's metrics (higher is better).
-MAIN_METRIC = {"accuracy": 3, "pearson": 2, "f1": 1}  # preference when several are present
+MAIN_METRIC = {"mrr_at_10": 4, "accuracy": 3, "pearson": 2, "f1": 1}  # preferred first
 
 
 def main_metric(results: dict) -> str:
-    """`accuracy` for classification, `pearson` for regression, `f1` for tagging and QA."""
+    """`accuracy` for classification, `pearson` for regression, `f1` for tagging and QA,
+    `mrr_at_10` for reranking."""
     present = [name for name in MAIN_METRIC if name in results]
     return max(present, key=MAIN_METRIC.get) if present else ""
 

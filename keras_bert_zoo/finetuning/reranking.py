@@ -1,0 +1,173 @@
+"""The reranking task: (query, passage) pairs scored by a cross-encoder, ranked per query.
+
+Reads `query<TAB>passage<TAB>label` files (`data.read_ranking_tsv`): the training file as
+given, plus hard negatives mined by an embedder when `negatives_from` names one
+(`hard_negatives`); a validation file must give each query a relevant passage; candidates to
+score may have no label column. Pairs are packed `[CLS] query [SEP] passage [SEP]`; the
+score of a pair is the model's relevance logit (ranking by it equals ranking by its sigmoid,
+without the sigmoid's float32 ties near 1). Metrics group the pairs by query
+(`ranking_metrics`: MRR@10, recall@1, recall@k). Two files are written: the pairs in input
+order with a `score` column (`kbz predict rerank`'s contract), and beside it `*.ranked.tsv`,
+each query's candidates from the best score down.
+"""
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from keras_bert_zoo import ranking_metrics
+from keras_bert_zoo.data.rerank_reader import RankingData, read_ranking_tsv
+from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.finetuning.common import FinetuningTask
+from keras_bert_zoo.finetuning.hard_negatives import (
+    embedder_source,
+    embedding_function,
+    mine_hard_negatives,
+)
+from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
+from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.saving.atomic import write_text
+from keras_bert_zoo.task_specs import RERANKER
+from keras_bert_zoo.tasks import reranker_loss
+
+tf = require_tensorflow(TF_DATA_PIPELINES)
+
+logger = logging.getLogger(__name__)
+LABELS = ["0", "1"]  # irrelevant, relevant: the label vocabulary a validation file is read with
+
+
+def ranked_path(path) -> Path:
+    """`predictions.tsv` -> `predictions.ranked.tsv`: where the ranked lists go."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.ranked{path.suffix or '.tsv'}")
+
+
+def write_scores(path, dataset: RankingData, scores) -> list[Path]:
+    """The input's rows, in input order, each with its `score`; the ranked lists beside."""
+    path = Path(path)
+    rows = ["\t".join([*dataset.header, "score"])]
+    rows += [f"{p.row}\t{s:.6f}" for p, s in zip(dataset.pairs, scores, strict=True)]
+    write_text(path, "\n".join(rows) + "\n")
+    header = ["query", "rank", "score", "passage"] + (["label"] if dataset.labelled else [])
+    ranked = ["\t".join(header)]
+    for group in ranking_metrics.group_rows(dataset.queries):
+        for rank, row in enumerate(group[ranking_metrics.rank_order(scores[group])], start=1):
+            pair = dataset.pairs[row]
+            fields = [pair.query, str(rank), f"{scores[row]:.6f}", pair.passage]
+            ranked.append("\t".join(fields + ([str(pair.label)] if dataset.labelled else [])))
+    write_text(ranked_path(path), "\n".join(ranked) + "\n")
+    return [path, ranked_path(path)]
+
+
+@dataclasses.dataclass
+class RerankingTask(FinetuningTask):
+    """Cross-encoder reranking of (query, passage) pairs, labels 1 (relevant) / 0.
+
+    Args:
+        negatives_from: an embedder (preset name or directory, or a `kbz finetune embed`
+            run) that mines `num_negatives` hard negatives per training query from the
+            training file's passages; None trains on the file's pairs alone.
+        top_k: the `k` of the `recall_at_<k>` metric (MRR is at 10, recall also at 1).
+    """
+
+    preprocessor: object
+    negatives_from: str | None = RERANKER.default("negatives_from")
+    num_negatives: int = RERANKER.default("num_negatives")
+    top_k: int = RERANKER.default("top_k")
+    spec = RERANKER
+    sequence_outputs = False  # one logit per pair
+
+    def __post_init__(self):
+        check_positive_int("num_negatives", self.num_negatives)
+        check_positive_int("top_k", self.top_k)
+        self._unmined = None  # the training file, until its negatives are mined
+
+    def read(self, path, label_names=None, labels_optional=False) -> RankingData:
+        """The training file (`label_names` None), a validation file (read with the training
+        labels: each query needs a relevant passage), or with `labels_optional` candidates
+        to score."""
+        validation = label_names is not None and not labels_optional
+        dataset = read_ranking_tsv(path, labels_optional, require_relevant=validation)
+        if label_names is None and not labels_optional:
+            self._check_training(dataset)
+        return dataset
+
+    def _check_training(self, dataset: RankingData) -> None:
+        """Both labels, or positives and an embedder to mine their negatives."""
+        present = set(dataset.labels.tolist())
+        if 1 not in present:
+            raise ValueError(
+                f"{dataset.path}: no pair is labelled 1, so there is nothing relevant to learn. "
+                "Give each training query its relevant passage(s), labelled 1."
+            )
+        if self.negatives_from:
+            embedder_source(self.negatives_from)  # a bad name stops here, before any work
+            self._unmined = dataset
+        elif 0 not in present:
+            raise ValueError(
+                f"{dataset.path}: every pair is labelled 1. Add irrelevant passages labelled 0, "
+                "or mine them: --negatives-from EMBEDDER (e.g. all_minilm_l6_v2)."
+            )
+
+    def _with_negatives(self, dataset: RankingData) -> RankingData:
+        """A training file's pairs and its mined negatives, mined once (after every file was
+        read, so a bad file stops the run before the embedder loads)."""
+        if dataset is self._unmined:
+            embed = embedding_function(self.negatives_from)
+            dataset.pairs = mine_hard_negatives(dataset, embed, self.num_negatives).pairs
+            self._unmined = None
+        return dataset
+
+    def arrays(self, dataset: RankingData):
+        dataset = self._with_negatives(dataset)
+        queries = tf.constant(dataset.queries)
+        passages = tf.constant([p.passage for p in dataset.pairs])
+        x = {k: np.asarray(v) for k, v in self.preprocessor((queries, passages)).items()}
+        self._warn_truncated(dataset, full_rows(x["padding_mask"]))
+        return x, dataset.labels.astype(np.float32), None
+
+    def _warn_truncated(self, dataset: RankingData, rows) -> None:
+        """Counts the tokens of the pairs that fill every position (only those)."""
+        pairs = [dataset.pairs[i] for i in rows]
+        counts = np.full(len(pairs), 3)  # [CLS] and two [SEP]
+        for texts in ([p.query for p in pairs], [p.passage for p in pairs]):
+            if texts:
+                pieces = self.preprocessor.tokenizer(tf.constant(texts)).numpy()
+                counts += np.array([len(ids) for ids in pieces])
+        lengths = {p.line: int(c) for p, c in zip(pairs, counts, strict=True)}
+        length = self.preprocessor.sequence_length
+        warn_truncated(dataset.path, "pairs", lengths, len(dataset.pairs), length)
+
+    def label_names(self, dataset):
+        return list(LABELS)
+
+    def task_kwargs(self, dataset):
+        return {}
+
+    def loss(self, dataset):
+        return reranker_loss()
+
+    def predict(self, dataset, outputs, extra):
+        """Each pair's score: its relevance logit."""
+        return np.asarray(outputs, np.float64).reshape(-1)
+
+    def metrics(self, dataset, predictions, warn=True):
+        """MRR@10, recall@1 and recall@`top_k` over the queries, fractions; {} unlabelled."""
+        if not dataset.labelled:
+            return {}
+        labels = dataset.labels
+        if warn:
+            relevant = {p.query for p in dataset.pairs if p.label == 1}
+            missing = len(set(dataset.queries) - relevant)
+            if missing:
+                logger.warning(
+                    "%s: %d queries have no relevant passage; they count 0 in every metric.",
+                    dataset.path,
+                    missing,
+                )
+        return ranking_metrics.ranking_scores(dataset.queries, labels, predictions, self.top_k)
+
+    def write_predictions(self, dataset, predictions, path):
+        return write_scores(path, dataset, np.asarray(predictions))

@@ -1,0 +1,81 @@
+"""Ranking metrics over candidate lists grouped by query: MRR@k and recall@k, in plain numpy.
+
+Each query's candidates are ranked by score, highest first; equal scores keep the input
+order, so a tie never ranks a relevant passage above an irrelevant one that came first (the
+pessimistic tie rule would differ only on exact ties). Values are fractions in [0, 1],
+averaged over queries (every query counts once, whatever its number of candidates), as
+MS MARCO's MRR@10 and BEIR's recall@k compute them. A query with no relevant candidate
+scores 0: a ranking that cannot find it is counted as missing it.
+
+>>> import keras_bert_zoo as kbz
+>>> kbz.ranking_metrics.ranking_scores(["q1", "q1", "q2", "q2"], [0, 1, 1, 0], [0.9, 0.1, 0.5, 0.2])
+{'mrr_at_10': 0.75, 'recall_at_1': 0.5, 'recall_at_10': 1.0}
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def group_rows(queries: Sequence) -> list[np.ndarray]:
+    """Row indices of each distinct query, queries in order of first appearance.
+
+    >>> kbz.ranking_metrics.group_rows(["a", "b", "a"])
+    [array([0, 2]), array([1])]
+    """
+    groups: dict = {}
+    for row, query in enumerate(queries):
+        groups.setdefault(query, []).append(row)
+    return [np.asarray(rows, dtype=np.int64) for rows in groups.values()]
+
+
+def rank_order(scores: Sequence[float]) -> np.ndarray:
+    """Indices of `scores` from the highest to the lowest; ties keep their input order."""
+    return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+
+
+def _ranked_labels(queries, labels, scores) -> list[np.ndarray]:
+    labels, scores = np.asarray(labels), np.asarray(scores, dtype=np.float64)
+    if not (len(queries) == len(labels) == len(scores)) or labels.ndim != 1 or not len(labels):
+        raise ValueError(
+            "Expected non-empty, equally long queries, labels and scores. Received lengths "
+            f"{len(queries)}, {len(labels)}, {len(scores)}."
+        )
+    if not np.isin(labels, (0, 1)).all():
+        raise ValueError(f"Labels must be 0 or 1. Received: {sorted(set(labels.tolist()))[:5]}")
+    return [labels[rows][rank_order(scores[rows])] for rows in group_rows(queries)]
+
+
+def mrr_at_k(queries: Sequence, labels: Sequence[int], scores: Sequence[float], k=10) -> float:
+    """Mean over queries of 1 / (rank of the first relevant candidate), 0 beyond rank `k`.
+
+    >>> kbz.ranking_metrics.mrr_at_k(["q", "q", "q"], [0, 0, 1], [3.0, 2.0, 1.0])
+    0.3333333333333333
+    """
+    reciprocal = []
+    for ranked in _ranked_labels(queries, labels, scores):
+        hits = np.flatnonzero(ranked[:k] == 1)
+        reciprocal.append(1.0 / (hits[0] + 1) if len(hits) else 0.0)
+    return float(np.mean(reciprocal))
+
+
+def recall_at_k(queries: Sequence, labels: Sequence[int], scores: Sequence[float], k=1) -> float:
+    """Mean over queries of the share of its relevant candidates ranked in the top `k`.
+
+    >>> kbz.ranking_metrics.recall_at_k(["q", "q", "q"], [1, 0, 1], [3.0, 2.0, 1.0], k=2)
+    0.5
+    """
+    shares = []
+    for ranked in _ranked_labels(queries, labels, scores):
+        relevant = ranked.sum()
+        shares.append(ranked[:k].sum() / relevant if relevant else 0.0)
+    return float(np.mean(shares))
+
+
+def ranking_scores(queries, labels, scores, k: int = 10) -> dict:
+    """`mrr_at_10`, `recall_at_1` and `recall_at_<k>` (k=10 by default), fractions in [0, 1]."""
+    return {
+        "mrr_at_10": mrr_at_k(queries, labels, scores, 10),
+        "recall_at_1": recall_at_k(queries, labels, scores, 1),
+        f"recall_at_{k}": recall_at_k(queries, labels, scores, k),
+    }
