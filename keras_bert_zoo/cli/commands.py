@@ -8,25 +8,15 @@ import json
 from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
-from keras_bert_zoo.cli import lora_flags
 from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
+from keras_bert_zoo.cli.config_flags import config_from_args
 from keras_bert_zoo.cli.task_flags import (
     FINETUNE_TASKS,
     PREDICT_TASKS,
     finetune_options,
     predict_options,
 )
-
-# Flags passed on as the keyword arguments of the same name, in groups the runs share.
-SCHEDULE = ("epochs", "batch_size", "sequence_length", "learning_rate", "warmup_fraction")
-DEVICES = ("strategy", "tpu", "jit_compile", "mixed_precision", "seed")
-CHECKPOINTS = ("checkpoint_every", "keep_checkpoints", "checkpoint_every_minutes", "overwrite")
-
-
-def flags(args, *names) -> dict:
-    """`{name: args.name}` for the flag names given one by one or in groups."""
-    names = [n for group in names for n in ((group,) if isinstance(group, str) else group)]
-    return {name: getattr(args, name) for name in names}
+from keras_bert_zoo.jobs.config import FinetuneConfig, PretrainConfig
 
 
 def use_compile_cache(args) -> None:
@@ -94,17 +84,9 @@ def run_convert(args) -> int:
 def run_finetune(args) -> int:
     from keras_bert_zoo.jobs import finetune  # when run: --help stays instant
 
-    metrics = finetune.run_finetune(
-        FINETUNE_TASKS[args.task],
-        args.preset,
-        args.train,
-        args.validation,
-        args.output,
-        **flags(args, SCHEDULE, DEVICES, CHECKPOINTS, "keep", "bucketing"),
-        export=not args.no_export,
-        **flags(args, lora_flags.LORA),
-        **finetune_options(args),
-    )
+    task, options = FINETUNE_TASKS[args.task], finetune_options(args)
+    config = config_from_args(FinetuneConfig, args, task=task, task_options=options)
+    metrics = finetune.finetune(config)
     print(json.dumps(metrics, indent=2, sort_keys=True))
     list_outputs(
         args.output,
@@ -129,15 +111,7 @@ def list_outputs(output, *written) -> None:
 def run_pretrain(args) -> int:
     from keras_bert_zoo.jobs import pretrain  # when run: --help stays instant
 
-    metrics = pretrain.run_pretrain(
-        args.preset,
-        args.output,
-        input_file=args.input_file,
-        text_file=args.text_file,
-        **flags(args, "from_scratch", "num_train_steps", "max_seq_length"),
-        **flags(args, "max_predictions_per_seq", "optimizer", "gradient_accumulation_steps"),
-        **flags(args, "batch_size", "learning_rate", "warmup_fraction", DEVICES, CHECKPOINTS),
-    )
+    metrics = pretrain.pretrain(config_from_args(PretrainConfig, args))
     print(json.dumps(metrics, indent=2, sort_keys=True))
     list_outputs(
         args.output,

@@ -8,6 +8,11 @@ def add_compile_arguments(parser, jit_help: str) -> None:
     parser.add_argument(
         "--jit-compile", action=argparse.BooleanOptionalAction, default=None, help=jit_help
     )
+    add_compile_cache_argument(parser)
+
+
+def add_compile_cache_argument(parser) -> None:
+    """`--compile-cache`: where XLA's compiled programs are kept (how this process runs)."""
     parser.add_argument(
         "--compile-cache",
         default=None,

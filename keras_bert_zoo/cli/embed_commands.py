@@ -7,9 +7,10 @@ As in `commands`, the implementation (Keras, TensorFlow) is imported when a comm
 import json
 from pathlib import Path
 
-from keras_bert_zoo.cli import commands, finetune_flags, lora_flags
-from keras_bert_zoo.cli.commands import SCHEDULE
+from keras_bert_zoo.cli import commands, finetune_flags
+from keras_bert_zoo.cli.config_flags import config_from_args
 from keras_bert_zoo.cli.task_flags import FINETUNE_TASKS, finetune_options
+from keras_bert_zoo.jobs.config import EmbedFinetuneConfig
 
 
 def run_finetune_embed(args) -> int:
@@ -27,16 +28,8 @@ def run_finetune_embed(args) -> int:
             f"kbz finetune embed runs on one device in float32 without mid-run checkpoints; "
             f"drop {', '.join(given)}."
         )
-    metrics = finetune_embed.run_finetune_embed(
-        args.preset,
-        args.train,
-        args.validation,
-        args.output,
-        **commands.flags(args, SCHEDULE, "seed", "jit_compile", "overwrite"),
-        export=not args.no_export,
-        **commands.flags(args, lora_flags.LORA),
-        **finetune_options(args),
-    )
+    config = config_from_args(EmbedFinetuneConfig, args, **finetune_options(args))
+    metrics = finetune_embed.finetune_embed(config)
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)
     commands.list_outputs(

@@ -1,4 +1,5 @@
-"""Every flag of the `kbz` command line (argparse only; no heavy import).
+"""Every flag of the `kbz` command line (argparse only; no heavy import). The flags of
+`kbz finetune` and `kbz pretrain` are their run configs' fields (`jobs.config`).
 
 `create-pretraining-data` keeps google-research/bert's snake_case flags and also accepts the
 kebab-case spelling of the other commands.
@@ -7,20 +8,25 @@ kebab-case spelling of the other commands.
 import argparse
 
 from keras_bert_zoo import __version__
-from keras_bert_zoo.choices import PRECISIONS, STRATEGIES
+from keras_bert_zoo.choices import LORA_LEARNING_RATE
 from keras_bert_zoo.cli import commands, embed_commands
-from keras_bert_zoo.cli.checkpoint_flags import add_checkpoint_arguments
-from keras_bert_zoo.cli.compile_flags import add_compile_arguments
+from keras_bert_zoo.cli.compile_flags import add_compile_arguments, add_compile_cache_argument
+from keras_bert_zoo.cli.config_flags import add_config_flags
 from keras_bert_zoo.cli.create_data_flags import add_create_pretraining_data_arguments
 from keras_bert_zoo.cli.embed_parser import add_embed
 from keras_bert_zoo.cli.export_flags import add_export_flags
-from keras_bert_zoo.cli.finetune_flags import add_finetune_hyperparameters
-from keras_bert_zoo.cli.lora_flags import add_lora_arguments
 from keras_bert_zoo.cli.task_flags import (
     PREDICT_TASKS,
     add_finetune_task_flags,
     add_predict_task_flags,
     add_task,
+)
+from keras_bert_zoo.jobs.config import (
+    CHECKPOINTS,
+    LORA,
+    SCHEDULE,
+    FinetuneConfig,
+    PretrainConfig,
 )
 from keras_bert_zoo.task_specs import SPECS
 
@@ -60,74 +66,20 @@ def _add_convert(subcommands) -> None:
     convert.set_defaults(run=commands.run_convert)
 
 
-def _add_training_arguments(
-    parser, learning_rate: float | None = None, batch_size=32, task: str | None = None
-) -> None:
-    """Flags shared by `kbz finetune TASK` and `kbz pretrain` (finetune's schedule: `task`'s)."""
-    parser.add_argument("--output", required=True, help="output directory")
-    if learning_rate is None:
-        add_finetune_hyperparameters(parser, task)
-    else:
-        parser.add_argument(
-            "--batch-size",
-            type=int,
-            default=batch_size,
-            help=f"training examples per step (default: {batch_size})",
-        )
-        parser.add_argument(
-            "--learning-rate",
-            type=float,
-            default=learning_rate,
-            help="peak learning rate of the warmup + linear-decay schedule "
-            f"(default: {learning_rate:g})",
-        )
-        parser.add_argument(
-            "--warmup-fraction",
-            type=float,
-            default=0.1,
-            help="share of the steps that warm the learning rate up (default: 0.1)",
-        )
-    parser.add_argument(
-        "--strategy",
-        choices=STRATEGIES,
-        default="none",
-        help="none (one device, default); on TensorFlow, a tf.distribute strategy: mirrored "
-        "(every local GPU), multi-worker (TF_CONFIG's workers), tpu (with --tpu); on JAX, "
-        "data-parallel: every device of every process, the processes joined as "
-        "keras.distribution.initialize reads KERAS_DISTRIBUTION_JOB_ADDRESSES (process 0's "
-        "host:port), KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID; "
-        "process 0 writes --output, which every process must see",
-    )
-    parser.add_argument(
-        "--tpu", default=None, help="TPU name or address (--strategy tpu) (default: none, local)"
-    )
-    add_compile_arguments(
-        parser,
-        "compile training steps with XLA (default: on, off with KERAS_BACKEND=torch; "
-        "--no-jit-compile runs them uncompiled, e.g. to debug)",
-    )
-    parser.add_argument(
-        "--mixed-precision",
-        choices=PRECISIONS,
-        default="float32",
-        help="Keras dtype policy: float32 (default), mixed_bfloat16 (TPU, recent GPUs), "
-        "mixed_float16 (GPUs; loss scaling on)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the new head, dropout and the batch order: the same seed and data give "
-        "the same run (default: 0)",
-    )
-    add_checkpoint_arguments(parser)
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="start afresh in --output, deleting a previous run there (without it, only the "
-        "same command resumes an unfinished run; a finished one returns its metrics) "
-        "(default: off)",
-    )
+# `kbz finetune TASK`'s flags, in `--help`'s order: `FinetuneConfig`'s fields (`jobs.config`).
+FINETUNE_FLAGS = (
+    ("preset", "train", "validation", "output", *SCHEDULE),
+    ("strategy", "tpu", "jit_compile"),
+    ("mixed_precision", "seed", *CHECKPOINTS, "overwrite", "export", "bucketing", "keep"),
+)
+PRETRAIN_FLAGS = (
+    ("preset", "from_scratch", "input_file", "text_file", "num_train_steps", "max_seq_length"),
+    ("max_predictions_per_seq", "optimizer", "gradient_accumulation_steps", "output"),
+    ("batch_size", "learning_rate", "warmup_fraction", "strategy", "tpu", "jit_compile"),
+    ("mixed_precision", "seed", *CHECKPOINTS, "overwrite"),
+)
+# Flags the command line resolves itself: the task's schedule, the backend's XLA default.
+_RESOLVED = {"jit_compile": None}
 
 
 def _add_finetune(subcommands) -> None:
@@ -139,78 +91,27 @@ def _add_finetune(subcommands) -> None:
     tasks = finetune.add_subparsers(dest="task", required=True, metavar="TASK")
     for task in sorted(spec.cli_name for spec in SPECS.values()):
         parser, spec = add_task(tasks, task)
-        parser.add_argument("--preset", required=True, help="preset name or directory")
-        parser.add_argument("--train", required=True, help=spec.train_file)
-        parser.add_argument("--validation", required=True, help="a file of the same format")
-        _add_training_arguments(parser, task=task)
-        parser.add_argument(
-            "--no-export",
-            action="store_true",
-            help="skip the SavedModel (default: off, export/1 is written)",
+        shown = {name: f"{value:g}" for name, value in spec.defaults.items()}
+        shown["learning_rate"] += f"; with --lora-rank {LORA_LEARNING_RATE:g}"
+        first, devices, rest = FINETUNE_FLAGS
+        add_config_flags(
+            parser, FinetuneConfig, first, shown=shown, helps={"train": spec.train_file}
         )
-        parser.add_argument(
-            "--bucketing",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="batches of similar length trimmed to a few lengths chosen from the training "
-            "set (multiples of 8; validation: 16, 32, 64, ...) (default: on; --no-bucketing "
-            "pads every batch to --sequence-length)",
-        )
-        parser.add_argument(
-            "--keep",
-            choices=["best", "last"],
-            default="best",
-            help="weights written out: the best validation epoch's (default) or the last ones",
-        )
+        add_config_flags(parser, FinetuneConfig, devices, defaults=_RESOLVED)
+        add_compile_cache_argument(parser)
+        add_config_flags(parser, FinetuneConfig, rest)
         add_finetune_task_flags(parser, task)
-        add_lora_arguments(parser)
+        add_config_flags(parser, FinetuneConfig, LORA)
         parser.set_defaults(run=embed_commands.run_finetune)
 
 
 def _add_pretrain(subcommands) -> None:
     pretrain = subcommands.add_parser("pretrain", help="MLM + NSP pretraining")
-    pretrain.add_argument("--preset", required=True, help="preset name or directory")
-    pretrain.add_argument(
-        "--from-scratch",
-        action="store_true",
-        help="the preset's architecture with fresh weights (default: off, the preset's weights)",
-    )
-    pretrain.add_argument(
-        "--input-file",
-        help="TFRecord files, comma-separated or globs (default: none; this or --text-file)",
-    )
-    pretrain.add_argument(
-        "--text-file",
-        help="text files, masked on the fly each epoch (default: none; this or --input-file)",
-    )
-    pretrain.add_argument(
-        "--num-train-steps",
-        type=int,
-        default=1000,
-        help="batches to train on (optimizer updates x accumulation steps) (default: 1000)",
-    )
-    pretrain.add_argument(
-        "--max-seq-length", type=int, default=128, help="tokens per sequence (default: 128)"
-    )
-    pretrain.add_argument(
-        "--max-predictions-per-seq",
-        type=int,
-        default=20,
-        help="masked positions per sequence, google-research/bert's flag (default: 20)",
-    )
-    pretrain.add_argument(
-        "--optimizer",
-        choices=["adamw", "lamb"],
-        default="adamw",
-        help="adamw (default) or lamb (large batches, as in the LAMB paper)",
-    )
-    pretrain.add_argument(
-        "--gradient-accumulation-steps",
-        type=int,
-        default=None,
-        help="batches whose gradients add up to one optimizer step (default: 1)",
-    )
-    _add_training_arguments(pretrain, learning_rate=1e-4, batch_size=32)
+    *first, last = PRETRAIN_FLAGS
+    for names in first:
+        add_config_flags(pretrain, PretrainConfig, names, defaults=_RESOLVED)
+    add_compile_cache_argument(pretrain)
+    add_config_flags(pretrain, PretrainConfig, last)
     pretrain.set_defaults(run=commands.run_pretrain)
 
 

@@ -6,7 +6,6 @@ or a file name passed as `--output` stops here with exit status 2, not midway th
 with an operating-system error.
 """
 
-import json
 import os
 from pathlib import Path
 
@@ -55,12 +54,6 @@ def check_lora(rank, alpha, targets) -> None:
         check_targets(targets)
     except ValueError as error:
         raise ValueError(f"--lora-targets: {error}") from None
-
-
-def settings_of(values: dict, drop=("output", "overwrite", "task_options")) -> dict:
-    settings = {k: v for k, v in values.items() if k not in drop}
-    settings.update(values.get("task_options") or {})
-    return json.loads(json.dumps(settings, default=str))
 
 
 def input_file(flag: str, path, expected: str) -> Path:

@@ -1,22 +1,24 @@
-"""`run_finetune`, the job behind `kbz finetune`.
+"""`finetune(config)`, the job behind `kbz finetune classify|tag|qa` (`run_finetune`: its
+keyword form), in phases that read top to bottom:
 
-Flags, input files and the preset's weights (a download) are checked before any work and
-before the output directory is created (`checks`); the output
-directory is held by `rundir.RunDirectory` (one writer, resumed only by the same run).
-
-It builds the model inside the strategy scope, trains with `model.fit` (a few static shapes:
-whole batches trimmed to their length bucket, `training.batching`) through
-`resume.fit_resumable`, so re-running the same command resumes exactly and a NaN/Inf loss
-stops with a clear error, and writes its results atomically into the output directory.
+- prepare: the settings, the input files and the preset's weights (a download) are checked
+  before any work and before the output directory is created (`checks`);
+- read: both files read, the training set tokenized and its batches planned;
+- build: the task model inside the strategy scope, its LoRA adapters and optimizer;
+- train: `model.fit` (a few static shapes: whole batches trimmed to their length bucket,
+  `training.batching`) through `resume.fit_resumable`, so re-running the same config resumes
+  exactly and a NaN/Inf loss stops with a clear error; validated after every interval;
+- write: predictions, metrics, model, preset and export, atomically into the output directory,
+  held by `rundir.RunDirectory` (one writer, resumed only by the same run: `config.identity()`).
 """
 
+import dataclasses
 import logging
 from pathlib import Path
 
 import keras
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.choices import finetune_settings
 from keras_bert_zoo.extras import TENSORFLOW_EXTRA, tensorflow_installed
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import (
@@ -26,8 +28,8 @@ from keras_bert_zoo.jobs.checks import (
     check_rates,
     input_file,
     output_directory,
-    settings_of,
 )
+from keras_bert_zoo.jobs.config import FinetuneConfig
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.jobs.validation import ValidationCallback
@@ -77,187 +79,211 @@ def write_lora_outputs(model, rank, output: Path):
     return merge_lora(model)
 
 
-def run_finetune(
-    task: str,
-    preset: str,
-    train: str,
-    validation: str,
-    output: str,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    sequence_length: int | None = None,
-    learning_rate: float | None = None,
-    warmup_fraction: float | None = None,
-    strategy: str = "none",
-    tpu: str | None = None,
-    jit_compile: bool = True,
-    mixed_precision: str = "float32",
-    seed: int = 0,
-    checkpoint_every: int | None = None,
-    keep_checkpoints: int = 3,
-    checkpoint_every_minutes: float | None = None,
-    export: bool = True,
-    keep: str = "best",
-    bucketing: bool = True,
-    overwrite: bool = False,
-    verbose="auto",
-    lora_rank: int | None = None,
-    lora_alpha: float | None = None,
-    lora_targets: str = "all",
-    **task_options,
-) -> dict:
+def run_finetune(task: str, preset: str, train: str, validation: str, output: str, **settings):
     """Fine-tunes `preset` on `train`, evaluates on `validation`, writes to `output`.
 
-    Args:
-        task: "classifier", "tagger" or "question_answerer" (`FINETUNING_TASKS`).
-        task_options: the task's options (its spec's `TaskOption`s: `text_columns`, ...).
-        epochs, batch_size, sequence_length, learning_rate, warmup_fraction: None takes the
-            task's default (its spec's `defaults`, `keras_bert_zoo.task_specs`, as `kbz finetune`;
-            the learning rate of a LoRA run: `LORA_LEARNING_RATE`).
-        lora_rank: train LoRA adapters of this rank (`kbz.enable_lora`, with `lora_alpha`
-            and `lora_targets`) and the head instead of every weight; `adapter.safetensors`
-            holds them, every other output the merged weights.
+    The keyword form of `finetune(FinetuneConfig(...))`: `settings` are `FinetuneConfig`'s
+    fields (`epochs`, `batch_size`, ... `lora_rank`; None takes the task's default), any
+    other keyword is one of the task's options (`text_columns`, `doc_stride`, ...: its
+    spec's `TaskOption`s).
+
+    >>> kbz.jobs.run_finetune("classifier", "my_preset", "train.tsv", "dev.tsv", "out")
+    """
+    fields = {field.name for field in dataclasses.fields(FinetuneConfig)}
+    options = {k: settings.pop(k) for k in list(settings) if k not in fields}
+    config = FinetuneConfig(task, preset, train, validation, output, **settings)
+    return finetune(dataclasses.replace(config, task_options=options) if options else config)
+
+
+def finetune(config: FinetuneConfig) -> dict:
+    """Runs `config`: checks, reads, trains, writes (see the module docstring).
 
     The validation set is evaluated after every checkpoint interval (an epoch by default;
     progress output, TensorBoard and `metrics.json`'s `history`), and the weights of the best
-    one are kept (`keep="last"`: the final ones) for what follows.
-    With `bucketing` (the default), batches group examples of similar length and are trimmed
-    to a few static lengths (`training.batching`); `bucketing=False` pads every batch to
-    `sequence_length`. Whole batches only, per bucket, in an order fixed by `seed`.
-    Writes `model.keras` (no optimizer state), `metrics.json`, the validation predictions
-    (`predictions.tsv` / `.conll` / `.json`, as `kbz predict`), `preset/` and (with `export`)
-    `export/1`. Returns the validation metrics; the same call again on a finished run
-    returns them without training.
-
-    >>> kbz.training.run_finetune("classifier", "my_preset", "train.tsv", "dev.tsv", "out")
+    one are kept (`keep="last"`: the final ones) for what follows. With `bucketing`, batches
+    group examples of similar length trimmed to a few static lengths (`training.batching`);
+    whole batches only, per bucket, in an order fixed by `seed`. Writes `model.keras` (no
+    optimizer state), `metrics.json`, the validation predictions (as `kbz predict`),
+    `preset/`, `adapter.safetensors` (LoRA) and (with `export`) `export/1`. Returns the
+    validation metrics; the same config again on a finished run returns them untrained.
     """
-    given = dict(locals())
-    if task not in FINETUNING_TASKS:
-        raise ValueError(
-            f"Unknown fine-tuning task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
-        )
-    hyperparameters = finetune_settings(
-        task,
-        lora=bool(lora_rank),
-        epochs=epochs,
-        batch_size=batch_size,
-        sequence_length=sequence_length,
-        learning_rate=learning_rate,
-        warmup_fraction=warmup_fraction,
-    )
-    epochs, batch_size, sequence_length, learning_rate, warmup_fraction = hyperparameters.values()
-    settings = settings_of({**given, **hyperparameters})
-    if keep not in ("best", "last"):
-        raise ValueError(f"--keep must be 'best' or 'last'. Received: {keep!r}.")
-    check_flags(
-        epochs=epochs,
-        batch_size=batch_size,
-        checkpoint_every=checkpoint_every,
-        keep_checkpoints=keep_checkpoints,
-    )
-    check_rates(learning_rate, warmup_fraction)
-    check_lora(lora_rank, lora_alpha, lora_targets)
-    check_length("--sequence-length", sequence_length, preset, minimum=8)
-    check_minutes(checkpoint_every_minutes)
-    inputs = {"--train": [train], "--validation": [validation]}
-    for flag, (path,) in inputs.items():
-        input_file(flag, path, f"a {FINETUNING_TASKS[task].spec.file_kind} file")
-    output_directory("--output", output)
-    distribution = get_strategy(strategy, tpu)  # first: processes join before JAX computes
-    check_global_batch(batch_size, distribution)
-    export = exports.export_on_this_backend(export, Path(output) / "preset")
-    set_precision(mixed_precision)
-    keras.utils.set_random_seed(seed)
-    preprocessor = BertPreprocessor.from_preset(preset, sequence_length=sequence_length)
-    job = FINETUNING_TASKS[task](preprocessor, **task_options)
-    train_data = job.read(train)
-    validation_data = job.read(validation, label_names=job.label_names(train_data))
-    x, y, _ = job.arrays(train_data)
-    lengths = batching.real_lengths(x)
-    train_buckets = bucket_choice.training_buckets(
-        lengths, batch_size, sequence_length, epochs, bucketing
-    )
-    logger.info("Training batches trimmed to the lengths %s.", train_buckets)
-    schedule = batching.BatchSchedule(lengths, batch_size, train_buckets, seed)
-    buckets = batching.bucket_lengths(sequence_length, bucketing)  # prediction's
-    steps_per_epoch = schedule.steps_per_epoch
-    if len(x["token_ids"]) < batch_size:
-        raise ValueError(
-            f"{train} gives {len(x['token_ids'])} training sequences, fewer than "
-            f"one batch of {batch_size}; lower --batch-size."
-        )
-    total = epochs * steps_per_epoch
-    interval = checkpoint_every or steps_per_epoch
-    intervals = interval_sizes(
-        total, interval, f"the run ({epochs} epochs of {steps_per_epoch} steps)"
-    )
-    preset_with_weights(preset)  # a download fails here, before --output is written
+    job, distribution, config = _prepare(config)
+    data = _read(job, config)
+    inputs = {"--train": [config.train], "--validation": [config.validation]}
+    preset_with_weights(config.preset)  # a download fails here, before --output is written
     with (
-        ProcessRun(RunDirectory(output, "finetune", settings, inputs, overwrite)) as run,
+        ProcessRun(
+            RunDirectory(config.output, "finetune", config, inputs, config.overwrite)
+        ) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:
             return run.finished
         output = run.output  # a scratch copy on the processes other than 0 of a run
-        with distribution.scope():
-            model = from_preset(preset, task=task, **job.task_kwargs(train_data))
-            if lora_rank:
-                enable_lora(model, lora_rank, lora_alpha, lora_targets)
-            optimizer = create_optimizer(
-                learning_rate, total, warmup_fraction, loss_scale=mixed_precision == "mixed_float16"
-            )
-            model.compile(optimizer=optimizer, loss=job.loss(train_data), jit_compile=jit_compile)
-        dataset = batching.training_stream(x, y, schedule, job.sequence_outputs)
-        dataset = shard_batches(dataset, batch_size, distribution)  # this process's rows
-        x_val, _, extra_val = job.arrays(validation_data)
-
-        def predict(network):
-            return batching.predict(network, x_val, batch_size, buckets, job.sequence_outputs)
-
-        newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
-
-        def validate(network, warn=False):
-            freeze()  # the train steps' traced graphs, before prediction traces its own
-            newest.clear()
-            outputs = newest[validation.epoch] = predict(network)
-            return job.evaluate(validation_data, outputs, extra_val, warn=warn)
-
-        validation = ValidationCallback(validate, output / "checkpoints", len(intervals))
-        freeze()  # the model and data: out of the collector's walks (training.heap)
-        fit_resumable(
-            model,
-            dataset,
-            total,
-            interval,
-            output / "checkpoints",
-            callbacks=[validation, tensorboard(output)],
-            verbose=verbose if run.chief else 0,
-            strategy=distribution,
-            jit_compile=jit_compile,
-            keep_checkpoints=keep_checkpoints,
-            checkpoint_every_minutes=checkpoint_every_minutes,
-            progress="steps" if checkpoint_every else "epochs",  # intervals are not epochs
-        )
-        freeze()  # and the traced programs, before the export's tracing makes new ones
-        kept = validation.restore_best() if keep == "best" else validation.history[-1]
-        outputs = newest.get(kept["epoch"])
-        if outputs is None:  # an earlier epoch's weights, or validated before a resume
-            outputs = predict(model)
-        predictions = job.predict(validation_data, outputs, extra_val)
-        results = job.metrics(validation_data, predictions)
-        results = {key: float(value) for key, value in results.items()}
-        job.write_predictions(validation_data, predictions, output / job.spec.prediction_file)
-        write_json(
-            output / "metrics.json",
-            {**results, "kept_epoch": kept["epoch"], "history": validation.history},
-        )
-        model = write_lora_outputs(model, lora_rank, output)
-        save_model_file(model, output / "model.keras")
-        save_preset(model, output / "preset", overwrite=True, sequence_length=sequence_length)
-        if export:
-            exports.export_saved_model(
-                model, output / "export" / "1", preprocessor=preprocessor, overwrite=True
-            )
+        model = _build(job, data, config, distribution)
+        validated = _train(model, job, data, config, distribution, output, run, freeze)
+        results = _write(model, job, data, config, validated, output)
         run.complete(results)
     logger.info("Validation metrics: %s", results)
+    return results
+
+
+def _prepare(config: FinetuneConfig):
+    """Every check of the settings and files, before any work and before --output exists."""
+    if config.task not in FINETUNING_TASKS:
+        raise ValueError(
+            f"Unknown fine-tuning task {config.task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
+        )
+    if config.keep not in ("best", "last"):
+        raise ValueError(f"--keep must be 'best' or 'last'. Received: {config.keep!r}.")
+    check_flags(
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        checkpoint_every=config.checkpoint_every,
+        keep_checkpoints=config.keep_checkpoints,
+    )
+    check_rates(config.learning_rate, config.warmup_fraction)
+    check_lora(config.lora_rank, config.lora_alpha, config.lora_targets)
+    check_length("--sequence-length", config.sequence_length, config.preset, minimum=8)
+    check_minutes(config.checkpoint_every_minutes)
+    task = FINETUNING_TASKS[config.task]
+    for flag, path in (("--train", config.train), ("--validation", config.validation)):
+        input_file(flag, path, f"a {task.spec.file_kind} file")
+    output_directory("--output", config.output)
+    distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
+    check_global_batch(config.batch_size, distribution)
+    export = exports.export_on_this_backend(config.export, Path(config.output) / "preset")
+    set_precision(config.mixed_precision)
+    keras.utils.set_random_seed(config.seed)
+    preprocessor = BertPreprocessor.from_preset(
+        config.preset, sequence_length=config.sequence_length
+    )
+    job = task(preprocessor, **config.task_options)
+    return job, distribution, dataclasses.replace(config, export=export)
+
+
+@dataclasses.dataclass
+class _Data:
+    """The read and tokenized files, and the batch schedule: what the later phases share."""
+
+    train: object
+    validation: object
+    x: dict
+    y: object
+    schedule: object
+    intervals: list
+    interval: int
+    buckets: list  # prediction's lengths
+    validation_x: dict
+    validation_extra: object  # what the task's `predict` needs besides the outputs
+
+
+def _read(job, config: FinetuneConfig) -> _Data:
+    """Both files read, the training set tokenized and its batches planned (errors first)."""
+    train = job.read(config.train)
+    validation = job.read(config.validation, label_names=job.label_names(train))
+    x, y, _ = job.arrays(train)
+    lengths = batching.real_lengths(x)
+    batch_size, epochs = config.batch_size, config.epochs
+    train_buckets = bucket_choice.training_buckets(
+        lengths, batch_size, config.sequence_length, epochs, config.bucketing
+    )
+    logger.info("Training batches trimmed to the lengths %s.", train_buckets)
+    schedule = batching.BatchSchedule(lengths, batch_size, train_buckets, config.seed)
+    if len(x["token_ids"]) < batch_size:
+        raise ValueError(
+            f"{config.train} gives {len(x['token_ids'])} training sequences, fewer than "
+            f"one batch of {batch_size}; lower --batch-size."
+        )
+    steps = schedule.steps_per_epoch
+    interval = config.checkpoint_every or steps
+    intervals = interval_sizes(
+        epochs * steps, interval, f"the run ({epochs} epochs of {steps} steps)"
+    )
+    buckets = batching.bucket_lengths(config.sequence_length, config.bucketing)
+    x_val, _, extra = job.arrays(validation)
+    return _Data(train, validation, x, y, schedule, intervals, interval, buckets, x_val, extra)
+
+
+def _build(job, data: _Data, config: FinetuneConfig, distribution):
+    """The task model, its LoRA adapters and its optimizer, inside the strategy's scope."""
+    total = config.epochs * data.schedule.steps_per_epoch
+    with distribution.scope():
+        model = from_preset(config.preset, task=config.task, **job.task_kwargs(data.train))
+        if config.lora_rank:
+            enable_lora(model, config.lora_rank, config.lora_alpha, config.lora_targets)
+        optimizer = create_optimizer(
+            config.learning_rate,
+            total,
+            config.warmup_fraction,
+            loss_scale=config.mixed_precision == "mixed_float16",
+        )
+        model.compile(
+            optimizer=optimizer, loss=job.loss(data.train), jit_compile=config.jit_compile
+        )
+    return model
+
+
+def _train(model, job, data: _Data, config, distribution, output, run, freeze):
+    """`fit_resumable` over the schedule, validated after every interval; returns the
+    `ValidationCallback` (its history, the best weights) and the newest validation outputs."""
+    dataset = batching.training_stream(data.x, data.y, data.schedule, job.sequence_outputs)
+    dataset = shard_batches(dataset, config.batch_size, distribution)  # this process's rows
+    newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
+
+    def validate(network, warn=False):
+        freeze()  # the train steps' traced graphs, before prediction traces its own
+        newest.clear()
+        outputs = newest[validation.epoch] = _predict(network, job, data, config)
+        return job.evaluate(data.validation, outputs, data.validation_extra, warn=warn)
+
+    validation = ValidationCallback(validate, output / "checkpoints", len(data.intervals))
+    freeze()  # the model and data: out of the collector's walks (training.heap)
+    fit_resumable(
+        model,
+        dataset,
+        config.epochs * data.schedule.steps_per_epoch,
+        data.interval,
+        output / "checkpoints",
+        callbacks=[validation, tensorboard(output)],
+        verbose=config.verbose if run.chief else 0,
+        strategy=distribution,
+        jit_compile=config.jit_compile,
+        keep_checkpoints=config.keep_checkpoints,
+        checkpoint_every_minutes=config.checkpoint_every_minutes,
+        progress="steps" if config.checkpoint_every else "epochs",  # intervals are not epochs
+    )
+    freeze()  # and the traced programs, before the export's tracing makes new ones
+    return validation, newest
+
+
+def _predict(network, job, data: _Data, config):
+    x, size = data.validation_x, config.batch_size
+    return batching.predict(network, x, size, data.buckets, job.sequence_outputs)
+
+
+def _write(model, job, data: _Data, config, validated, output) -> dict:
+    """The kept weights' predictions and metrics, the model, preset, LoRA adapters, export."""
+    validation, newest = validated
+    kept = validation.restore_best() if config.keep == "best" else validation.history[-1]
+    outputs = newest.get(kept["epoch"])
+    if outputs is None:  # an earlier epoch's weights, or validated before a resume
+        outputs = _predict(model, job, data, config)
+    predictions = job.predict(data.validation, outputs, data.validation_extra)
+    results = job.metrics(data.validation, predictions)
+    results = {key: float(value) for key, value in results.items()}
+    job.write_predictions(data.validation, predictions, output / job.spec.prediction_file)
+    write_json(
+        output / "metrics.json",
+        {**results, "kept_epoch": kept["epoch"], "history": validation.history},
+    )
+    model = write_lora_outputs(model, config.lora_rank, output)
+    save_model_file(model, output / "model.keras")
+    sequence_length = config.sequence_length
+    save_preset(model, output / "preset", overwrite=True, sequence_length=sequence_length)
+    if config.export:
+        preprocessor = job.preprocessor
+        exports.export_saved_model(
+            model, output / "export" / "1", preprocessor=preprocessor, overwrite=True
+        )
     return results

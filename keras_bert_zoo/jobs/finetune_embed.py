@@ -11,6 +11,7 @@ goes to `preset/` (task "embedder", its pooling kept), which `kbz embed --model`
 `model.keras`, with the training loss per epoch in TensorBoard `logs/`, as `kbz finetune`'s.
 """
 
+import dataclasses
 import logging
 import random
 from pathlib import Path
@@ -19,9 +20,9 @@ import keras
 import numpy as np
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.choices import finetune_settings
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.jobs.checks import check_lora, input_file, output_directory
+from keras_bert_zoo.jobs.config import EmbedFinetuneConfig
 from keras_bert_zoo.jobs.embed import embed_texts, load_embedder, read_lines, recall_at_k
 from keras_bert_zoo.jobs.finetune import tensorboard, write_lora_outputs
 from keras_bert_zoo.jobs.rundir import RunDirectory
@@ -30,7 +31,6 @@ from keras_bert_zoo.layers.pooling import InBatchSimilarity
 from keras_bert_zoo.lora import enable_lora
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
-from keras_bert_zoo.task_specs import EMBEDDER
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
@@ -124,90 +124,74 @@ def retrieval_metrics(embedder, preprocessor, pairs, batch_size: int) -> dict:
     return recall_at_k(queries, index, [row[p] for _, p in pairs])
 
 
-def run_finetune_embed(
-    preset,
-    train,
-    validation,
-    output,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    sequence_length: int | None = None,
-    learning_rate: float | None = None,
-    warmup_fraction: float | None = None,
-    scale: float = EMBEDDER.default("scale"),
-    seed: int = 0,
-    jit_compile: bool = True,
-    export: bool = True,
-    overwrite: bool = False,
-    lora_rank: int | None = None,
-    lora_alpha: float | None = None,
-    lora_targets: str = "all",
-) -> dict:
-    """Fine-tunes `preset` as an embedder on `train` pairs; validation retrieval before/after.
+def run_finetune_embed(preset, train, validation, output, **settings) -> dict:
+    """Fine-tunes `preset` as an embedder on `train` pairs: the keyword form of
+    `finetune_embed(EmbedFinetuneConfig(preset, train, validation, output, **settings))`.
 
-    Returns (and writes to `output/metrics.json`) `{"before": {...}, "after": {...}, ...}`
-    with `recall@1`, `recall@5`, `mrr` of the validation pairs. `epochs`, `batch_size`,
-    `sequence_length`, `learning_rate`, `warmup_fraction`: None takes the embedder's default
-    (`task_specs.EMBEDDER.defaults`, as `kbz finetune embed`; the learning rate
-    of a LoRA run: `LORA_LEARNING_RATE`).
-
-    >>> kbz.training.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
+    >>> kbz.jobs.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
     """
-    epochs, batch_size, sequence_length, learning_rate, warmup_fraction = finetune_settings(
-        EMBEDDER.name,
-        lora=bool(lora_rank),
-        epochs=epochs,
-        batch_size=batch_size,
-        sequence_length=sequence_length,
-        learning_rate=learning_rate,
-        warmup_fraction=warmup_fraction,
-    ).values()
-    check_lora(lora_rank, lora_alpha, lora_targets)
-    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        check_positive_int(name, value)
+    return finetune_embed(EmbedFinetuneConfig(preset, train, validation, output, **settings))
+
+
+def _prepare(config: EmbedFinetuneConfig):
+    """Every check and both files read, before any work and before --output exists."""
+    check_lora(config.lora_rank, config.lora_alpha, config.lora_targets)
+    for name in ("epochs", "batch_size"):
+        check_positive_int(name, getattr(config, name))
+    batch_size = config.batch_size
     if batch_size < 2:
         raise ValueError(
             f"--batch-size must be >= 2 for in-batch negatives. Received: {batch_size}"
         )
-    for flag, path in (("--train", train), ("--validation", validation)):
+    for flag, path in (("--train", config.train), ("--validation", config.validation)):
         input_file(flag, path, "a file of query<TAB>positive pairs")
-    output_directory("--output", output)
-    train_pairs = read_pairs(train, "--train")
-    validation_pairs = read_pairs(validation, "--validation")
-    epoch_batches = [distinct_batches(train_pairs, batch_size, seed + e) for e in range(epochs)]
+    output_directory("--output", config.output)
+    train_pairs = read_pairs(config.train, "--train")
+    validation_pairs = read_pairs(config.validation, "--validation")
+    epoch_batches = [
+        distinct_batches(train_pairs, batch_size, config.seed + e) for e in range(config.epochs)
+    ]
     if not all(epoch_batches):
         raise ValueError(
-            f"--train {train}: {len(train_pairs)} pairs make no full batch of {batch_size} "
-            "distinct texts. Lower --batch-size or add pairs."
+            f"--train {config.train}: {len(train_pairs)} pairs make no full batch of "
+            f"{batch_size} distinct texts. Lower --batch-size or add pairs."
         )
-    output = Path(output)
-    export = exports.export_on_this_backend(export, output / "preset")
-    settings = dict(
-        preset=str(preset), epochs=epochs, batch_size=batch_size, scale=scale, seed=seed,
-        sequence_length=sequence_length, learning_rate=learning_rate,
-        warmup_fraction=warmup_fraction, jit_compile=jit_compile, export=export,
-    )  # fmt: skip
-    inputs = {"train": [train], "validation": [validation]}
-    if lora_rank:  # recorded only when on, so runs from before LoRA existed still resume
-        settings.update(lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
-    keras.utils.set_random_seed(seed)
-    embedder, preprocessor = load_embedder(preset, sequence_length)  # a download: fails here
+    return train_pairs, validation_pairs, epoch_batches
+
+
+def finetune_embed(config: EmbedFinetuneConfig) -> dict:
+    """Runs `config`: checks, the retrieval before, contrastive training, the retrieval after.
+
+    Returns (and writes to `output/metrics.json`) `{"before": {...}, "after": {...}, ...}`
+    with `recall@1`, `recall@5`, `mrr` of the validation pairs. `epochs`, `batch_size`,
+    `sequence_length`, `learning_rate`, `warmup_fraction`: None takes the embedder's default
+    (`task_specs.EMBEDDER.defaults`, as `kbz finetune embed`; the learning rate of a LoRA
+    run: `LORA_LEARNING_RATE`).
+    """
+    train_pairs, validation_pairs, epoch_batches = _prepare(config)
+    output = Path(config.output)
+    export = exports.export_on_this_backend(config.export, output / "preset")
+    config = dataclasses.replace(config, export=export)
+    inputs = {"train": [config.train], "validation": [config.validation]}
+    keras.utils.set_random_seed(config.seed)
+    # a download fails here, before --output is written
+    embedder, preprocessor = load_embedder(config.preset, config.sequence_length)
     with (
-        RunDirectory(output, "finetune_embed", settings, inputs, overwrite) as run,
+        RunDirectory(output, "finetune_embed", config, inputs, config.overwrite) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:
             return run.finished
         before = retrieval_metrics(embedder, preprocessor, validation_pairs, 64)
         logger.info("validation before fine-tuning: %s", before)
-        if lora_rank:
-            enable_lora(embedder, lora_rank, lora_alpha, lora_targets)
-        trainer = build_contrastive_trainer(embedder, sequence_length, scale)
+        if config.lora_rank:
+            enable_lora(embedder, config.lora_rank, config.lora_alpha, config.lora_targets)
+        trainer = build_contrastive_trainer(embedder, config.sequence_length, config.scale)
         steps = sum(len(batches) for batches in epoch_batches)
         trainer.compile(
-            optimizer=create_optimizer(learning_rate, steps, warmup_fraction),
+            optimizer=create_optimizer(config.learning_rate, steps, config.warmup_fraction),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            jit_compile=jit_compile,
+            jit_compile=config.jit_compile,
         )
         # slots before the first trace, or the train step is traced twice (BertModel.fit)
         trainer.optimizer.build(trainer.trainable_variables)
@@ -231,10 +215,12 @@ def run_finetune_embed(
             "steps": steps,
             "loss": losses,
         }
-        embedder = write_lora_outputs(embedder, lora_rank, output)
+        embedder = write_lora_outputs(embedder, config.lora_rank, output)
         save_model_file(embedder, output / "model.keras")
-        save_preset(embedder, output / "preset", overwrite=True, sequence_length=sequence_length)
-        if export:
+        save_preset(
+            embedder, output / "preset", overwrite=True, sequence_length=config.sequence_length
+        )
+        if config.export:
             exports.export_saved_model(
                 embedder, output / "export" / "1", preprocessor=preprocessor, overwrite=True
             )

@@ -16,8 +16,8 @@ from keras_bert_zoo.jobs.checks import (
     check_length,
     check_rates,
     output_directory,
-    settings_of,
 )
+from keras_bert_zoo.jobs.config import PretrainConfig
 from keras_bert_zoo.jobs.finetune import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import RunDirectory
@@ -68,117 +68,119 @@ def pretraining_data(
     )
 
 
-def run_pretrain(
-    preset: str,
-    output: str,
-    input_file=None,
-    text_file=None,
-    from_scratch: bool = False,
-    num_train_steps: int = 1000,
-    batch_size: int = 32,
-    max_seq_length: int = 128,
-    max_predictions_per_seq: int = 20,
-    learning_rate: float = 1e-4,
-    warmup_fraction: float = 0.1,
-    optimizer: str = "adamw",
-    gradient_accumulation_steps: int | None = None,
-    strategy: str = "none",
-    tpu: str | None = None,
-    jit_compile: bool = True,
-    mixed_precision: str = "float32",
-    seed: int = 0,
-    checkpoint_every: int | None = None,
-    keep_checkpoints: int = 3,
-    checkpoint_every_minutes: float | None = None,
-    overwrite: bool = False,
-    verbose="auto",
-) -> dict:
-    """MLM + NSP pretraining of `preset` (its weights, or its architecture `from_scratch`).
+def run_pretrain(preset: str, output: str, **settings) -> dict:
+    """MLM + NSP pretraining of `preset` (its weights, or its architecture `from_scratch`):
+    the keyword form of `pretrain(PretrainConfig(preset, output, **settings))`.
+
+    >>> kbz.jobs.run_pretrain("bert_tiny_en_uncased", "out", text_file="books.txt",
+    ...                       from_scratch=True, num_train_steps=500)
+    """
+    return pretrain(PretrainConfig(preset, output, **settings))
+
+
+def pretrain(config: PretrainConfig) -> dict:
+    """Runs `config`: checks, data, model, training, the preset (phases, top to bottom).
 
     Writes checkpoints (resumable), TensorBoard logs and a final `preset/` directory that
     `kbz finetune` and `kbz.from_preset` take. Returns the last training metrics (the
-    stored ones when the same call finds its run complete).
-
-    >>> kbz.training.run_pretrain("bert_tiny_en_uncased", "out", text_file="books.txt",
-    ...                           from_scratch=True, num_train_steps=500)
+    stored ones when the same config finds its run complete).
     """
-    settings = settings_of(dict(locals()))
-    check_flags(
-        num_train_steps=num_train_steps,
-        batch_size=batch_size,
-        max_predictions_per_seq=max_predictions_per_seq,
-        checkpoint_every=checkpoint_every,
-        keep_checkpoints=keep_checkpoints,
-        gradient_accumulation_steps=gradient_accumulation_steps,
-    )
-    check_rates(learning_rate, warmup_fraction)
-    check_minutes(checkpoint_every_minutes)
-    check_length("--max-seq-length", max_seq_length, preset, minimum=8)
-    interval = checkpoint_every or min(DEFAULT_CHECKPOINT_EVERY, num_train_steps)
-    interval_sizes(num_train_steps, interval, f"--num-train-steps {num_train_steps}")
-    output_directory("--output", output)
-    distribution = get_strategy(strategy, tpu)  # first: processes join before JAX computes
-    check_global_batch(batch_size, distribution)
-    set_precision(mixed_precision)
-    keras.utils.set_random_seed(seed)
-    flag, patterns = input_flag(input_file, text_file)
+    interval, distribution = _prepare(config)
+    flag, patterns = input_flag(config.input_file, config.text_file)
     inputs = {flag: expand_input_patterns(patterns, flag)}
     dataset = pretraining_data(
-        input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
+        config.input_file,
+        config.text_file,
+        config.preset,
+        config.batch_size,
+        config.max_seq_length,
+        config.max_predictions_per_seq,
+        config.seed,
     )
-    if not from_scratch:
-        preset_with_weights(preset)  # a download fails here, before --output is written
-    dataset = shard_batches(dataset, batch_size, distribution)  # this process's rows
+    if not config.from_scratch:
+        preset_with_weights(config.preset)  # a download fails here, before --output is written
+    dataset = shard_batches(dataset, config.batch_size, distribution)  # this process's rows
     with (
-        ProcessRun(RunDirectory(output, "pretrain", settings, inputs, overwrite)) as run,
+        ProcessRun(
+            RunDirectory(config.output, "pretrain", config, inputs, config.overwrite)
+        ) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:
             return run.finished
         output = run.output  # a scratch copy on the processes other than 0 of a run
-        with distribution.scope():
-            model = from_preset(
-                preset,
-                task="pretrainer",
-                load_weights=not from_scratch,
-                max_predictions=max_predictions_per_seq,
-            )
-            updates = num_train_steps // (gradient_accumulation_steps or 1)  # steps are batches
-            compile_pretrainer(
-                model,
-                create_optimizer(
-                    learning_rate,
-                    updates,
-                    warmup_fraction,
-                    optimizer=optimizer,
-                    gradient_accumulation_steps=gradient_accumulation_steps,
-                    loss_scale=mixed_precision == "mixed_float16",
-                ),
-                jit_compile=jit_compile,
-            )
+        model = _build(config, distribution)
         freeze()  # the model and data: out of the collector's walks (training.heap)
         history = fit_resumable(
             model,
             dataset,
-            num_train_steps,
+            config.num_train_steps,
             interval,
             output / "checkpoints",
             callbacks=[tensorboard(output)],
-            verbose=verbose if run.chief else 0,
+            verbose=config.verbose if run.chief else 0,
             strategy=distribution,
-            jit_compile=jit_compile,
-            keep_checkpoints=keep_checkpoints,
-            checkpoint_every_minutes=checkpoint_every_minutes,
+            jit_compile=config.jit_compile,
+            keep_checkpoints=config.keep_checkpoints,
+            checkpoint_every_minutes=config.checkpoint_every_minutes,
             progress="steps",  # fit's epochs are checkpoint intervals here
         )
         results = {key: float(v[-1]) for key, v in history.history.items() if v}
         write_json(output / "metrics.json", results)
+        provenance = f"kbz pretrain of {config.preset}, {config.num_train_steps} steps"
         save_preset(
             model,
             output / "preset",
             overwrite=True,
-            metadata={"provenance": f"kbz pretrain of {preset}, {num_train_steps} steps"},
-            sequence_length=max_seq_length,
+            metadata={"provenance": provenance},
+            sequence_length=config.max_seq_length,
         )
         run.complete(results)
     return results
+
+
+def _prepare(config: PretrainConfig):
+    """Every check before any work and before --output exists; `(interval, strategy)`."""
+    check_flags(
+        num_train_steps=config.num_train_steps,
+        batch_size=config.batch_size,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        checkpoint_every=config.checkpoint_every,
+        keep_checkpoints=config.keep_checkpoints,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+    )
+    check_rates(config.learning_rate, config.warmup_fraction)
+    check_minutes(config.checkpoint_every_minutes)
+    check_length("--max-seq-length", config.max_seq_length, config.preset, minimum=8)
+    steps = config.num_train_steps
+    interval = config.checkpoint_every or min(DEFAULT_CHECKPOINT_EVERY, steps)
+    interval_sizes(steps, interval, f"--num-train-steps {steps}")
+    output_directory("--output", config.output)
+    distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
+    check_global_batch(config.batch_size, distribution)
+    set_precision(config.mixed_precision)
+    keras.utils.set_random_seed(config.seed)
+    return interval, distribution
+
+
+def _build(config: PretrainConfig, distribution):
+    """The pretrainer (the preset's weights unless `from_scratch`), compiled in scope."""
+    accumulation = config.gradient_accumulation_steps
+    with distribution.scope():
+        model = from_preset(
+            config.preset,
+            task="pretrainer",
+            load_weights=not config.from_scratch,
+            max_predictions=config.max_predictions_per_seq,
+        )
+        updates = config.num_train_steps // (accumulation or 1)  # steps are batches
+        optimizer = create_optimizer(
+            config.learning_rate,
+            updates,
+            config.warmup_fraction,
+            optimizer=config.optimizer,
+            gradient_accumulation_steps=accumulation,
+            loss_scale=config.mixed_precision == "mixed_float16",
+        )
+        compile_pretrainer(model, optimizer, jit_compile=config.jit_compile)
+    return model

@@ -34,16 +34,6 @@ from keras_bert_zoo.training.checkpoint_files import STATE_FILE
 logger = logging.getLogger(__name__)
 MANIFEST = "run.json"
 LOCK = ".lock"
-# How an attempt runs, not what it computes: may change between attempts of one run.
-EXECUTION_SETTINGS = {
-    "jit_compile",
-    "strategy",
-    "tpu",
-    "verbose",
-    "keep_checkpoints",
-    "checkpoint_every_minutes",
-    "export",
-}
 # What runs write in their directory; `--overwrite` and a failed start remove only these.
 RUN_FILES = {
     MANIFEST,
@@ -67,8 +57,8 @@ def fingerprint(path) -> dict:
     return {"size": path.stat().st_size, "sha256": sha256_file(path, limit=_FULL_HASH_BYTES)}
 
 
-def _differences(stored: dict, current: dict) -> list:
-    keys = sorted((set(stored) | set(current)) - EXECUTION_SETTINGS)
+def _differences(stored: dict, current: dict, execution: set) -> list:
+    keys = sorted((set(stored) | set(current)) - execution)
     return [
         f"{key}: was {stored.get(key)!r}, now {current.get(key)!r}"
         for key in keys
@@ -83,17 +73,24 @@ class RunDirectory(contextlib.AbstractContextManager):
     Args:
         output: the run's directory (created if missing).
         command: "finetune" or "pretrain".
-        settings: JSON-able values that determine the result (flags, preset, seed...).
+        settings: the run's config (`jobs.config`: it records `settings()`, and a re-run
+            must match its `identity()`), or JSON-able values that all determine the result.
         inputs: `{flag: [paths]}` of the input files, fingerprinted.
         overwrite: start afresh, deleting what an earlier run wrote there (a directory
             holding other files is refused: they are named).
     """
 
-    def __init__(self, output, command: str, settings: dict, inputs: dict, overwrite: bool = False):
+    def __init__(self, output, command: str, settings, inputs: dict, overwrite: bool = False):
         self.output = Path(output)
+        if hasattr(settings, "identity"):  # a run config (`jobs.config`)
+            recorded, identity = settings.settings(), settings.identity()
+        else:
+            recorded = identity = settings
+        # How an attempt runs, not what it computes: may change between attempts of one run.
+        self._execution = set(recorded) - set(identity)
         self.record = {
             "command": command,
-            "settings": settings,
+            "settings": recorded,
             "inputs": {
                 flag: {str(p): fingerprint(p) for p in paths} for flag, paths in inputs.items()
             },
@@ -190,7 +187,8 @@ class RunDirectory(contextlib.AbstractContextManager):
         problems = []
         if stored.get("command") != self.record["command"]:
             problems.append(f"command: was {stored.get('command')}, now {self.record['command']}")
-        problems += _differences(stored.get("settings", {}), self.record["settings"])
+        stored_settings = stored.get("settings", {})
+        problems += _differences(stored_settings, self.record["settings"], self._execution)
         for flag in sorted(set(stored.get("inputs", {})) | set(self.record["inputs"])):
             if stored.get("inputs", {}).get(flag) != self.record["inputs"].get(flag):
                 problems.append(f"{flag}: the input file(s) changed (or other files were given)")

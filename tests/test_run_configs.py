@@ -1,0 +1,103 @@
+"""Run settings as frozen dataclasses (`jobs.config`): one place for a flag's name, type,
+default and help; `identity()` says what defines a run, the rest only how it executes."""
+
+import argparse
+import dataclasses
+
+import pytest
+
+from keras_bert_zoo.cli import build_parser
+from keras_bert_zoo.cli.config_flags import config_from_args
+from keras_bert_zoo.jobs.config import EmbedFinetuneConfig, FinetuneConfig, PretrainConfig
+from keras_bert_zoo.jobs.rundir import RunDirectory
+from keras_bert_zoo.task_specs import QUESTION_ANSWERER
+
+BASE = ["--preset", "p", "--train", "t", "--validation", "v", "--output", "o"]
+
+
+def _subparser(*names):
+    parser = build_parser()
+    for name in names:
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = action.choices[name]
+    return parser
+
+
+def test_a_config_takes_its_tasks_defaults_and_is_frozen():
+    config = FinetuneConfig("question_answerer", "p", "t", "v", "o", epochs=1)
+    expected = {**QUESTION_ANSWERER.defaults, "epochs": 1}
+    assert {name: getattr(config, name) for name in expected} == expected
+    assert FinetuneConfig("tagger", "p", "t", "v", "o", lora_rank=4).learning_rate == 5e-4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.epochs = 3
+
+
+def test_identity_leaves_out_how_a_run_executes():
+    config = FinetuneConfig("classifier", "p", "t", "v", "o", task_options={"text_columns": ("a",)})
+    settings, identity = config.settings(), config.identity()
+    assert settings["text_columns"] == ["a"] and "task_options" not in settings  # flat, JSON
+    assert "output" not in settings and "overwrite" not in settings
+    execution = set(settings) - set(identity)
+    assert execution == {
+        "jit_compile", "strategy", "tpu", "verbose", "keep_checkpoints",
+        "checkpoint_every_minutes", "export",
+    }  # fmt: skip
+    again = dataclasses.replace(config, jit_compile=False, strategy="mirrored", verbose=0)
+    assert again.identity() == identity and again.settings() != settings
+    assert dataclasses.replace(config, seed=1).identity() != identity
+
+
+def test_the_embedder_records_what_it_always_recorded():
+    # run.json of runs written before the configs: the same keys, so they still resume.
+    assert set(EmbedFinetuneConfig("p", "t", "v", "o").settings()) == {
+        "preset", "epochs", "batch_size", "scale", "seed", "sequence_length",
+        "learning_rate", "warmup_fraction", "jit_compile", "export",
+    }  # fmt: skip
+    lora = EmbedFinetuneConfig("p", "t", "v", "o", lora_rank=4).settings()
+    assert (lora["lora_rank"], lora["lora_alpha"], lora["lora_targets"]) == (4, None, "all")
+
+
+def test_a_run_directory_resumes_across_execution_settings_only(tmp_path):
+    config = PretrainConfig("p", str(tmp_path), num_train_steps=4)
+    with RunDirectory(tmp_path, "pretrain", config, {}) as run:
+        run.complete({"loss": 1.0})
+    quicker = dataclasses.replace(config, jit_compile=False, keep_checkpoints=1)
+    with RunDirectory(tmp_path, "pretrain", quicker, {}) as run:
+        assert run.finished == {"loss": 1.0}
+    longer = dataclasses.replace(config, num_train_steps=6)
+    with pytest.raises(ValueError, match="num_train_steps: was 4, now 6"):
+        RunDirectory(tmp_path, "pretrain", longer, {}).__enter__()
+
+
+@pytest.mark.parametrize(
+    ("command", "config", "skip"),
+    [
+        (("finetune", "classify"), FinetuneConfig, {"task", "verbose", "task_options"}),
+        (("finetune", "embed"), EmbedFinetuneConfig, set()),
+        (("pretrain",), PretrainConfig, {"verbose"}),
+    ],
+)
+def test_every_field_is_a_flag_with_the_fields_help(command, config, skip):
+    actions = {a.dest: a for a in _subparser(*command)._actions}
+    for field in dataclasses.fields(config):
+        if field.name in skip:
+            continue
+        assert field.name in actions, field.name
+        if field.name not in ("train", "validation"):  # the task's file, in its words
+            assert actions[field.name].help.startswith(field.metadata["help"]), field.name
+
+
+def test_flags_become_the_config_the_job_runs():
+    args = build_parser().parse_args(["finetune", "tag", *BASE, "--epochs", "1", "--no-export"])
+    args.jit_compile = True  # the backend's default, resolved before a command runs
+    config = config_from_args(FinetuneConfig, args, task="tagger")
+    assert (config.task, config.epochs, config.export, config.batch_size) == (
+        "tagger",
+        1,
+        False,
+        16,
+    )
+    assert config.verbose == "auto"  # `kbz -v` is logging, never Keras' progress
+    args = build_parser().parse_args(["pretrain", "--preset", "p", "--output", "o"])
+    args.jit_compile = True
+    assert config_from_args(PretrainConfig, args) == PretrainConfig("p", "o")
