@@ -26,16 +26,21 @@ demo: $(STAMP)
 # One pytest process per Keras backend: TensorFlow runs every module but the other backends';
 # JAX and PyTorch run their tests/test_backend_<name>*.py (conftest.py collects only those).
 # pytest exits 5 when a tier holds no test of a backend: that is not a failure.
+# The fast tier's TensorFlow process runs its modules on WORKERS pytest-xdist processes, a
+# module per worker (its fixtures stay in one process): much of a test is single-threaded
+# (Python, XLA's compiler). JAX and PyTorch stay in one process: their TensorFlow-free tests
+# must run before the `tensorflow_data` ones unblock the import (conftest.py).
+WORKERS ?= 2
 JAX := KERAS_BACKEND=jax XLA_FLAGS=--xla_force_host_platform_device_count=2
 TORCH := KERAS_BACKEND=torch
 define tier
-	$(PY) -m pytest -q -m "$(1)" || [ $$? -eq 5 ]
+	$(PY) -m pytest -q -m "$(1)" $(2) || [ $$? -eq 5 ]
 	$(JAX) $(PY) -m pytest -q -m "$(1)" || [ $$? -eq 5 ]
 	$(TORCH) $(PY) -m pytest -q -m "$(1)" || [ $$? -eq 5 ]
 endef
 
 test: $(STAMP)
-	$(call tier,not slow and not e2e)
+	$(call tier,not slow and not e2e,-n $(WORKERS) --dist loadfile)
 
 test-e2e: $(STAMP)
 	$(call tier,e2e and not slow)

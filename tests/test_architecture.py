@@ -11,6 +11,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "keras_bert_zoo"
 # Lowest first. A module may import modules of its own rank or below, never above.
 RANKS = [
@@ -158,6 +160,7 @@ def _python(code: str, **env) -> str:
     return result.stdout
 
 
+@pytest.mark.e2e  # a fresh interpreter
 def test_import_and_command_line_help_load_neither_keras_nor_tensorflow():
     out = _python(
         "import sys, contextlib, io\n"

@@ -45,6 +45,7 @@ def test_keras_runs_on_jax():
     assert keras.backend.backend() == "jax"
 
 
+@pytest.mark.e2e  # a fresh interpreter
 def test_model_work_imports_no_tensorflow(tmp_path):
     # Then `.keras` saving with TensorFlow blocked: Keras' own serializer imports TensorFlow
     # whenever it is installed (serialization_lib.py checks for tf.TensorShape), on every

@@ -1,8 +1,8 @@
 """`benchmarks/accelerator.py --smoke`: the GPU proof's code, run on this CPU (issue 27).
 
-Collected only in `make test`'s JAX process (conftest.py). The benchmark's Keras half runs
-with `import tensorflow` blocked, as on the GPU image, which has none: a stray TensorFlow
-import on the model, compile or `fit` path is an error row and a non-zero exit. The
+Collected only in the JAX process of `make test-e2e` (conftest.py). The benchmark's Keras
+half runs with `import tensorflow` blocked, as on the GPU image, which has none: a stray
+TensorFlow import on the model, compile or `fit` path is an error row and a non-zero exit. The
 correctness rows compare against the fixture recorded on CPU, so here they must pass exactly.
 """
 
@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.e2e  # the benchmark script in its own interpreter
 
 
 def test_accelerator_smoke_runs_every_part_without_tensorflow(tmp_path):

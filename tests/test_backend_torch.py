@@ -142,6 +142,7 @@ def test_kbz_jobs_run_eagerly_on_torch_unless_asked():
         assert args.jit_compile is expected
 
 
+@pytest.mark.e2e  # a fresh interpreter
 def test_kbz_finetune_on_torch_exits_by_itself(tmp_path):
     # It used to write every output, then wait forever for idle executor workers (issue 28).
     preset = save_tiny_preset(tmp_path / "tiny", max_sequence_length=64)

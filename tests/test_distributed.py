@@ -86,6 +86,7 @@ def test_mirrored_xla_per_replica_equals_single_device(single_device, mirrored):
     np.testing.assert_allclose(history.history["loss"], single_device[1], rtol=1e-5)
 
 
+@pytest.mark.e2e  # two replicas, and its reference is the XLA run of `single_device`
 def test_mirrored_fit_without_xla_equals_single_device(single_device, mirrored):
     model = _model(mirrored)
     model.fit(_dataset(), epochs=2, steps_per_epoch=2, verbose=0)

@@ -195,6 +195,7 @@ def test_converted_sentence_transformers_dir_keeps_its_max_seq_length(minilm_pre
     assert kbz.presets.load_preset_config("all_minilm_l6_v2").sequence_length == 256
 
 
+@pytest.mark.e2e  # reference parity at full length; the 64-token parity above stays fast
 def test_minilm_equals_sentence_transformers_on_texts_up_to_256_tokens(
     minilm_embedder, minilm_preset, long_reference, long_provenance, tmp_path
 ):

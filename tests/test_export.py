@@ -216,6 +216,7 @@ def test_string_signature_question_answerer_span(exported, preprocessor):
         assert out["answer_text"][row] == context[begin:stop] != ""
 
 
+@pytest.mark.e2e  # a fresh interpreter
 def test_saved_model_cli_lists_signatures(exported):
     _, requests, _ = exported
     shown = subprocess.run(
@@ -240,6 +241,7 @@ def test_saved_model_cli_lists_signatures(exported):
     assert f"shape: (-1, {LENGTH})" in shown
 
 
+@pytest.mark.e2e  # a fresh interpreter
 def test_saved_model_cli_runs_the_string_signature(exported):
     _, requests, results = exported
     ran = subprocess.run(

@@ -206,7 +206,7 @@ def _head(tmp_path, count):
 
 def test_finetune_classify_with_lora_writes_a_plain_model_and_the_adapter(tiny_preset, tmp_path):
     train, output = _head(tmp_path, 65), tmp_path / "out"
-    flags = ["--batch-size", "16", "--sequence-length", "32", "--epochs", "1"]
+    flags = ["--batch-size", "16", "--sequence-length", "32", "--epochs", "1", "--no-jit-compile"]
     command = ["finetune", "classify", "--preset", str(tiny_preset), "--train", str(train)]
     command += ["--validation", str(train), "--output", str(output), *flags, "--lora-rank", "4"]
     assert main(command) == 0
@@ -290,7 +290,7 @@ def test_finetune_embed_with_lora_writes_a_merged_embedder_and_the_adapter(tmp_p
     run = ["finetune", "embed", "--preset", str(preset), "--train", str(tmp_path / "pairs.tsv"),
            "--validation", str(tmp_path / "pairs.tsv"), "--output", str(tmp_path / "run"),
            "--batch-size", "8", "--epochs", "1", "--sequence-length", "64", "--no-export",
-           "--lora-rank", "4", "--lora-targets", "attention"]  # fmt: skip
+           "--lora-rank", "4", "--lora-targets", "attention", "--no-jit-compile"]  # fmt: skip
     assert main(run) == 0
     assert not any(
         "lora" in k for k in load_file(tmp_path / "run/preset/model.weights.safetensors")
