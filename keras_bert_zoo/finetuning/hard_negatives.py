@@ -19,14 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from keras_bert_zoo.data.rerank_reader import RankingData, RankingPair
-from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching
-
-tf = require_tensorflow(TF_DATA_PIPELINES)
 
 logger = logging.getLogger(__name__)
 DEFAULT_SEQUENCE_LENGTH = 256  # the embedder's, when its preset records none
@@ -61,10 +59,10 @@ def embedding_function(source, batch_size: int = 64) -> Callable[[list[str]], np
     )
     embedder = from_preset(source, task="embedder")
     preprocessor = BertPreprocessor.from_preset(source, sequence_length=length)
-    buckets = batching.bucket_lengths(length)
+    buckets = batching.prediction_buckets(embedder, length)
 
     def embed(texts):
-        x = {k: np.asarray(v) for k, v in preprocessor(tf.constant(list(texts))).items()}
+        x = packed_arrays(preprocessor, texts)
         return np.asarray(batching.predict(embedder, x, batch_size, buckets, False), np.float32)
 
     return embed

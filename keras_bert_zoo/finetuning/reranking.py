@@ -19,7 +19,6 @@ import numpy as np
 
 from keras_bert_zoo import ranking_metrics
 from keras_bert_zoo.data.rerank_reader import RankingData, read_ranking_tsv
-from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.finetuning.common import FinetuningTask
 from keras_bert_zoo.finetuning.hard_negatives import (
     embedder_source,
@@ -31,8 +30,7 @@ from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.saving.atomic import write_text
 from keras_bert_zoo.task_specs import RERANKER
 from keras_bert_zoo.tasks import reranker_loss
-
-tf = require_tensorflow(TF_DATA_PIPELINES)
+from keras_bert_zoo.tokenization.arrays import packed_arrays, token_lists
 
 logger = logging.getLogger(__name__)
 LABELS = ["0", "1"]  # irrelevant, relevant: the label vocabulary a validation file is read with
@@ -122,9 +120,8 @@ class RerankingTask(FinetuningTask):
 
     def arrays(self, dataset: RankingData):
         dataset = self._with_negatives(dataset)
-        queries = tf.constant(dataset.queries)
-        passages = tf.constant([p.passage for p in dataset.pairs])
-        x = {k: np.asarray(v) for k, v in self.preprocessor((queries, passages)).items()}
+        passages = [p.passage for p in dataset.pairs]
+        x = packed_arrays(self.preprocessor, dataset.queries, passages)
         self._warn_truncated(dataset, full_rows(x["padding_mask"]))
         return x, dataset.labels.astype(np.float32), None
 
@@ -134,7 +131,7 @@ class RerankingTask(FinetuningTask):
         counts = np.full(len(pairs), 3)  # [CLS] and two [SEP]
         for texts in ([p.query for p in pairs], [p.passage for p in pairs]):
             if texts:
-                pieces = self.preprocessor.tokenizer(tf.constant(texts)).numpy()
+                pieces = token_lists(self.preprocessor.tokenizer, texts)
                 counts += np.array([len(ids) for ids in pieces])
         lengths = {p.line: int(c) for p, c in zip(pairs, counts, strict=True)}
         length = self.preprocessor.sequence_length
