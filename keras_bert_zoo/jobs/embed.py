@@ -20,6 +20,7 @@ from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching
 
 logger = logging.getLogger(__name__)
@@ -81,8 +82,8 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
 
 def _packed(preprocessor, texts, chunk: int = 4096) -> dict:
     """The preprocessor's numpy inputs of `texts`, tokenized a chunk at a time."""
-    parts = [preprocessor(texts[begin : begin + chunk]) for begin in range(0, len(texts), chunk)]
-    return {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in parts[0]}
+    parts = [packed_arrays(preprocessor, texts[i : i + chunk]) for i in range(0, len(texts), chunk)]
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
 
 
 def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:
