@@ -67,6 +67,41 @@ def test_global_norm_counts_an_embedding_row_once_however_often_its_id_repeats()
     np.testing.assert_allclose(clipped, dense / np.sqrt(51.0), rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_mirrored_replicas_clip_the_global_batch_gradient(name, mirrored_strategy):
+    """Two replicas, each holding half of a batch's gradient, step as one device does with the
+    whole gradient once the clip bites (Keras clips each replica's half before summing)."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(0)
+    halves = rng.normal(size=(2, 3, 4)).astype("float32")  # one replica's gradient each
+    whole = halves.sum(0)
+    assert np.linalg.norm(whole) > 0.5 and np.linalg.norm(halves[0]) > 0.5  # both clipped
+
+    def optimizer():
+        return create_optimizer(
+            0.1, total_steps=10, warmup_fraction=0.0, weight_decay=0.0, clipnorm=0.5, optimizer=name
+        )
+
+    one = keras.Variable(np.ones((3, 4), "float32"))
+    optimizer().apply_gradients([(whole, one)])
+    with mirrored_strategy.scope():
+        two = keras.Variable(np.ones((3, 4), "float32"))
+        mirrored_optimizer = optimizer()
+        mirrored_optimizer.build([two])
+
+    @tf.function
+    def step():
+        def replica(gradients):
+            index = tf.distribute.get_replica_context().replica_id_in_sync_group
+            mirrored_optimizer.apply_gradients([(tf.gather(gradients, index), two)])
+
+        mirrored_strategy.run(replica, args=(tf.constant(halves),))
+
+    step()
+    np.testing.assert_allclose(two.numpy(), one.numpy(), rtol=1e-6)
+    assert not np.allclose(one.numpy(), 1.0)
+
+
 def test_adamw_steps_equal_torch_adamw_where_epsilon_matters():
     """Gradients near epsilon (1e-6), where Keras' placement of epsilon differs most."""
     torch = pytest.importorskip("torch")

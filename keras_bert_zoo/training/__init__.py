@@ -1,7 +1,8 @@
 """Training primitives: optimizers and schedules, devices and precision, exact resume, batching.
 
 - `optimizers`: `create_optimizer` (AdamW / LAMB with BERT's decay exclusions),
-  `WarmupLinearDecay`, and `AdamW` (epsilon as PyTorch and Hugging Face place it);
+  `WarmupLinearDecay`, `AdamW` (epsilon as PyTorch and Hugging Face place it) and `Lamb`,
+  both clipping the global batch's gradient (`GlobalBatchClip`);
 - `distributed`: `get_strategy`, `set_precision`, and `StrategyTrainer` for `tf.distribute`;
   `processes`: data parallel on JAX over several processes (process 0 writes);
 - `resume`: `fit_resumable`, checkpoints at step intervals (and in time) and exact resume;
@@ -25,6 +26,8 @@ from keras_bert_zoo._lazy import lazy_attributes
 _PACKAGE = "keras_bert_zoo.training"
 _EXPORTS = {
     "AdamW": f"{_PACKAGE}.optimizers",
+    "GlobalBatchClip": f"{_PACKAGE}.optimizers",
+    "Lamb": f"{_PACKAGE}.optimizers",
     "NO_DECAY": f"{_PACKAGE}.optimizers",
     "PRECISIONS": f"{_PACKAGE}.distributed",
     "STRATEGIES": f"{_PACKAGE}.distributed",

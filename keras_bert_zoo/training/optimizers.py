@@ -3,6 +3,8 @@
 - `WarmupLinearDecay`: linear warmup to the peak rate, then linear decay to zero
   (google-research/bert's polynomial decay with power 1).
 - `AdamW`: Keras' AdamW with epsilon where the Adam paper, PyTorch and Hugging Face put it.
+- `GlobalBatchClip`: clipping of the global batch's gradient under tf.distribute, embedding
+  rows summed per id (`AdamW` and `Lamb` use it).
 - `create_optimizer`: AdamW (weight decay 0.01, epsilon 1e-6 as BERT) or LAMB, with LayerNorm
   weights and biases excluded from weight decay, global-norm clipping 1.0 and optional
   gradient accumulation, all Keras 3 optimizer features.
@@ -11,6 +13,8 @@
 import logging
 
 import keras
+
+from keras_bert_zoo.extras import require_tensorflow
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +79,53 @@ def summed_rows(gradient):
     return keras.ops.scatter(indices, gradient.values, shape)
 
 
+def _replica_context():
+    """The tf.distribute replica context of a step running on more than one replica, else
+    None (one device, a cross-replica context, or a backend other than TensorFlow)."""
+    if keras.backend.backend() != "tensorflow":
+        return None
+    context = require_tensorflow("tf.distribute").distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return None
+    return context
+
+
+class GlobalBatchClip:
+    """Clips the gradient of the global batch, as one device would (a mixin for Keras
+    optimizers; `create_optimizer`'s AdamW and Lamb use it).
+
+    Keras clips before its tf.distribute all-reduce, each replica its own share of the batch:
+    under `MirroredStrategy` a global-norm clip then looked at half the gradient on each of
+    two replicas, and training differed from one device on the same global batch once the
+    clip bit. Here each replica all-reduces first, clips the sum, and hands Keras its
+    `1 / replicas` share of the clipped sum (Keras' all-reduce adds the shares back up). This
+    costs a second all-reduce of the gradients, only on several replicas with a clip set.
+
+    Embedding gradients (TensorFlow's `IndexedSlices`) are summed per id first
+    (`summed_rows`): Keras' norm squares each lookup's row on its own, which moved the clip
+    and, through Adam's epsilon, weights with small gradients (the tagger and QA step tests
+    drifted 3.6e-4 in loss from torch's `clip_grad_norm_` within ten steps).
+    """
+
+    def _clip_gradients(self, grads):
+        if not (self.clipnorm or self.global_clipnorm or self.clipvalue):
+            return grads
+        grads = [None if g is None else summed_rows(g) for g in grads]
+        context = _replica_context()
+        if context is None:
+            return super()._clip_gradients(grads)
+        tf = require_tensorflow("tf.distribute")
+        present = [i for i, g in enumerate(grads) if g is not None]
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+        clipped = super()._clip_gradients(summed)
+        shares = list(grads)
+        for i, g in zip(present, clipped, strict=True):
+            shares[i] = g / context.num_replicas_in_sync
+        return shares
+
+
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
-class AdamW(keras.optimizers.AdamW):
+class AdamW(GlobalBatchClip, keras.optimizers.AdamW):
     """`keras.optimizers.AdamW` with epsilon added to the bias-corrected root of the second
     moment: `lr * m_hat / (sqrt(v_hat) + epsilon)`, as the Adam paper, `torch.optim.AdamW`
     and Hugging Face's fine-tuning recipe compute it.
@@ -89,22 +138,13 @@ class AdamW(keras.optimizers.AdamW):
     transformers' loop after the first real update; with this one they stay within 1e-5
     (tests/test_recipe_parity.py). Same variables and config as Keras' AdamW.
 
-    The global-norm clip also sees embedding gradients summed per id (`summed_rows`), as
-    the true gradient: Keras' norm counts each lookup's row on its own, which moved the clip
-    and, through epsilon, weights with small gradients (the tagger and QA step tests drifted
-    3.6e-4 in loss within ten steps).
+    Clipping is `GlobalBatchClip`'s: the global batch's gradient, embedding rows summed per id.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.amsgrad:
             raise ValueError("kbz.training.AdamW has no amsgrad; use keras.optimizers.AdamW.")
-
-    def _clip_gradients(self, grads):
-        # Keras' global norm squares an IndexedSlices gradient (TensorFlow's, of an embedding
-        # lookup) one lookup at a time: an id looked up k times adds k squared rows, not the
-        # square of their sum, so the clip differed from torch's `clip_grad_norm_`.
-        return super()._clip_gradients([summed_rows(g) for g in grads])
 
     def update_step(self, gradient, variable, learning_rate):
         ops = keras.ops
@@ -123,6 +163,11 @@ class AdamW(keras.optimizers.AdamW):
         self.assign_sub(
             variable, ops.divide(ops.multiply(m_hat, step_size), ops.sqrt(v_hat) + self.epsilon)
         )
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class Lamb(GlobalBatchClip, keras.optimizers.Lamb):
+    """`keras.optimizers.Lamb` clipping the global batch's gradient (`GlobalBatchClip`)."""
 
 
 def create_optimizer(
@@ -165,7 +210,7 @@ def create_optimizer(
     if optimizer == "adamw":
         opt = AdamW(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
     elif optimizer == "lamb":
-        opt = keras.optimizers.Lamb(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
+        opt = Lamb(beta_1=0.9, beta_2=0.999, epsilon=1e-6, **common)
     else:
         raise ValueError(f"`optimizer` must be 'adamw' or 'lamb'. Received: {optimizer!r}")
     opt.exclude_from_weight_decay(var_names=NO_DECAY)
