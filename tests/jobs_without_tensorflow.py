@@ -104,10 +104,9 @@ def check_embed(tmp_path):
     np.testing.assert_allclose(vectors, expected, atol=1e-5)
 
 
-# JAX's dropout draws from its layers' seed state, which checkpoints hold, so it resumes too.
-# Keras' PyTorch dropout of an unseeded layer draws from torch's global generator (its
-# "fast path, unseeded"), which no checkpoint holds: there a resumed run's masks differ.
-DROPOUT = 0.2 if keras.backend.backend() == "jax" else 0.0
+# Dropout draws from its layers' seed state, which checkpoints hold, so it resumes too (on
+# PyTorch through `kbz.layers.Dropout`'s own generator: Keras' draws from torch's global one).
+DROPOUT = 0.2
 
 
 def check_finetune_embed(tmp_path):

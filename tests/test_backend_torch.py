@@ -93,6 +93,25 @@ def test_eager_fit_of_a_classifier_lowers_the_loss(encoder):
     assert history.history["loss"][-1] < 0.5 * before
 
 
+def test_dropout_draws_from_the_layer_seed_state():
+    """Masks drop the rate and rescale the rest, advance every call, and are a function of
+    the layer's seed state (which checkpoints save), not of torch's global generator."""
+    import torch
+
+    layer = kbz.layers.Dropout(0.1, seed=7)
+    x = keras.ops.ones((64, 4096))
+    state = numpy(layer.seed_generator.state)
+    first, second = (numpy(layer(x, training=True)) for _ in range(2))
+    for out in (first, second):
+        assert abs(np.mean(out == 0) - 0.1) < 0.003  # standard error 5.9e-4
+        np.testing.assert_allclose(out[out != 0], 1 / 0.9, rtol=1e-6)
+    assert np.mean((first == 0) != (second == 0)) > 0.1
+    layer.seed_generator.state.assign(state)  # as a restored checkpoint
+    torch.manual_seed(123)  # the global generator plays no part
+    np.testing.assert_array_equal(numpy(layer(x, training=True)), first)
+    np.testing.assert_array_equal(numpy(layer(x, training=False)), numpy(x))
+
+
 def test_real_minilm_matches_huggingface_within_1e4(minilm_preset):
     reference = dict(np.load(FIXTURES / "minilm_hf_reference.npz", allow_pickle=False))
     encoder = kbz.from_preset(str(minilm_preset))

@@ -13,15 +13,18 @@ enters), imported from a private module; if a TensorFlow release moves it, the l
 back to Keras' path rather than failing. On JAX the mask comes from XLA's own Threefry
 (`jax.lax.rng_bit_generator`, the generator TensorFlow's XLA path uses) instead of
 `jax.random.bernoulli`, whose Threefry is written out in jax.numpy and ran 6x slower for one
-attention mask on a CPU (`benchmarks/jax_train_step.py`, RESULTS.md). On PyTorch the layer is
-exactly `keras.layers.Dropout`. No backend but TensorFlow imports TensorFlow; the seed state is
-the same saved variable on every backend, so exact resume restores it everywhere.
+attention mask on a CPU (`benchmarks/jax_train_step.py`, RESULTS.md). On PyTorch the mask is
+drawn by a `torch.Generator` seeded from the layer's seed state: Keras' own PyTorch dropout of
+an unseeded layer draws from torch's global generator, which no checkpoint holds, so a resumed
+run's masks differed from an uninterrupted run's. No backend but TensorFlow imports
+TensorFlow; the seed state is the same saved variable on every backend, so exact resume
+restores it everywhere.
 """
 
 import keras
 import numpy as np
 
-from keras_bert_zoo.layers.backend import jax, tf
+from keras_bert_zoo.layers.backend import jax, tf, torch
 
 control_flow_util = None
 if tf is not None:  # TensorFlow backend only
@@ -51,9 +54,12 @@ class Dropout(keras.layers.Dropout):
     """`keras.layers.Dropout`, drawing its mask with Threefry inside XLA-compiled steps."""
 
     def call(self, inputs, training=False):
-        if training and self.rate > 0 and self.noise_shape is None and jax is not None:
+        masked = training and self.rate > 0 and self.noise_shape is None
+        if masked and jax is not None:
             return self._jax_dropout(inputs)
-        if not (training and self.rate > 0 and self.noise_shape is None and in_xla_trace()):
+        if masked and torch is not None:
+            return self._torch_dropout(inputs)
+        if not (masked and in_xla_trace()):
             return super().call(inputs, training=training)
         seed = self.seed_generator.next()
         # Stateless TensorFlow ops want an int32 seed; Keras keeps int64 state (as Keras does).
@@ -72,3 +78,13 @@ class Dropout(keras.layers.Dropout):
         keep = bits >= np.uint32(min(round(self.rate * 2**32), 2**32 - 1))  # P = 1 - rate
         scaled = inputs * keras.ops.cast(1.0 / (1.0 - self.rate), inputs.dtype)
         return jax.numpy.where(keep, scaled, jax.numpy.zeros_like(inputs))
+
+    def _torch_dropout(self, inputs):
+        # The (layer seed, call counter) pair of the saved seed state, as one 64-bit seed:
+        # distinct per layer and per call, and restored by a checkpoint.
+        first, second = (int(v) & 0xFFFFFFFF for v in self.seed_generator.next().tolist())
+        generator = torch.Generator(device=inputs.device)
+        generator.manual_seed((first << 32) | second)
+        noise = torch.rand(inputs.shape, generator=generator, device=inputs.device)
+        scaled = inputs * (1.0 / (1.0 - self.rate))
+        return torch.where(noise >= self.rate, scaled, torch.zeros_like(inputs))
