@@ -22,6 +22,7 @@ from keras_bert_zoo.data.rerank_reader import RankingData, RankingPair
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching
@@ -33,10 +34,7 @@ DEFAULT_SEQUENCE_LENGTH = 256  # the embedder's, when its preset records none
 def embedder_source(source) -> Path | str:
     """The preset of `source`: a preset name or directory, or a `kbz finetune` run directory
     (its `preset/`); an error naming `--negatives-from` if it is none of them."""
-    path = Path(source)
-    if path.is_dir() and (path / "preset").is_dir() and not (path / "preset.json").is_file():
-        path = path / "preset"
-    resolved = path if path.is_dir() else str(source)
+    resolved, _ = model_source(source)
     try:
         load_preset_config(resolved)
     except (ValueError, FileNotFoundError) as error:

@@ -6,7 +6,6 @@ built with `task="embedder"`: a sentence-transformers checkpoint converted with
 `max_seq_length`), any other preset gets masked mean pooling and L2 normalisation.
 """
 
-import json
 import logging
 from pathlib import Path
 
@@ -14,10 +13,10 @@ import numpy as np
 
 from keras_bert_zoo.data.readers import open_text
 from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
@@ -30,15 +29,9 @@ DEFAULT_SEQUENCE_LENGTH = 128
 def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
     """`(embedder, preprocessor)` of a preset name or directory, or a run directory.
 
-    >>> embedder, pre = kbz.training.load_embedder("minilm_preset")
+    >>> embedder, pre = kbz.jobs.load_embedder("minilm_preset")
     """
-    path = Path(model)
-    settings = {}
-    if path.is_dir() and (path / "preset").is_dir() and not (path / "preset.json").is_file():
-        manifest = path / MANIFEST  # a `kbz finetune embed` output directory
-        settings = json.loads(manifest.read_text())["settings"] if manifest.is_file() else {}
-        path = path / "preset"
-    source = path if path.is_dir() else model
+    source, settings = model_source(model)  # a run directory: its preset/ and settings
     length = (
         sequence_length
         or settings.get("sequence_length")

@@ -8,14 +8,13 @@ without answers); when they carry labels or answers, the same metrics as `kbz fi
 returned too.
 """
 
-import json
 from pathlib import Path
 
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.jobs.rundir import MANIFEST
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching
 
@@ -28,11 +27,7 @@ def _model_source(model) -> tuple[Path, dict]:
             f"--model {model} is not a directory. Pass a `kbz finetune` output "
             "directory or a preset directory saved from a fine-tuned model."
         )
-    if (path / "preset").is_dir() and not (path / "preset.json").is_file():
-        manifest = path / MANIFEST
-        settings = json.loads(manifest.read_text())["settings"] if manifest.is_file() else {}
-        return path / "preset", settings
-    return path, {}
+    return model_source(path)
 
 
 def run_predict(

@@ -27,12 +27,13 @@ from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.console import status
+from keras_bert_zoo.presets.sources import RUN_MANIFEST
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.checksums import sha256_file
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE
 
 logger = logging.getLogger(__name__)
-MANIFEST = "run.json"
+MANIFEST = RUN_MANIFEST
 LOCK = ".lock"
 # What runs write in their directory; `--overwrite` and a failed start remove only these.
 RUN_FILES = {

@@ -1,0 +1,35 @@
+"""Where a model comes from: a preset name, a preset directory, or a run's output directory.
+
+`kbz predict`, `kbz embed` and the reranker's `--negatives-from` all take any of them; a
+`kbz finetune` / `kbz pretrain` output directory holds its model in `preset/` and the
+settings it ran with in `run.json` (written by `jobs.rundir`), which are the defaults of what
+uses the model (its sequence length, its task options).
+"""
+
+import json
+from pathlib import Path
+
+from keras_bert_zoo.saving.preset import PRESET_FILE
+
+RUN_MANIFEST = "run.json"  # a run directory's record of its settings and inputs
+
+
+def is_run_directory(path) -> bool:
+    """Whether `path` is a run's output directory (its model in `preset/`), not a preset."""
+    path = Path(path)
+    return path.is_dir() and (path / "preset").is_dir() and not (path / PRESET_FILE).is_file()
+
+
+def model_source(model) -> tuple[Path | str, dict]:
+    """`(preset, settings)`: for a run directory its `preset/` and the settings its
+    `run.json` records, else `model` itself (a directory as a `Path`, a name as a string) and
+    no settings.
+
+    >>> preset, settings = model_source("runs/sst2")  # runs/sst2/preset, {"sequence_length": ...}
+    """
+    path = Path(model)
+    if is_run_directory(path):
+        manifest = path / RUN_MANIFEST
+        settings = json.loads(manifest.read_text())["settings"] if manifest.is_file() else {}
+        return path / "preset", settings
+    return (path if path.is_dir() else str(model)), {}
