@@ -67,6 +67,7 @@ class GraphWordPiece:
             f"words [batch, (words)]. Received: inputs of shape {inputs.shape}."
         )
 
+    @tf.autograph.experimental.do_not_convert  # no tensor-dependent Python (compiled.py)
     def _tokenize(self, texts, offsets):
         info = split_words(texts, self.layer.lowercase, self.layer.specials_in_text())
         words, chars = info["words"], info["code_points"]
@@ -134,6 +135,7 @@ class GraphWordPiece:
         key = ("detokenize", skip_special_tokens, isinstance(ids, tf.Tensor))
         return compiled_call(self, key, lambda x: self._detokenize(x, skip_special_tokens), ids)
 
+    @tf.autograph.experimental.do_not_convert
     def _detokenize(self, ids, skip_special_tokens):
         if isinstance(ids, tf.Tensor):
             ids = tf.RaggedTensor.from_tensor(ids)
@@ -178,6 +180,7 @@ def pack_segments(preprocessor, segments):
     return compiled_call(preprocessor, len(segments), lambda *s: _pack(preprocessor, *s), *segments)
 
 
+@tf.autograph.experimental.do_not_convert
 def _pack(preprocessor, *segments):
     tokenizer = preprocessor.tokenizer
     count, length = len(segments), preprocessor.sequence_length
