@@ -11,8 +11,10 @@ pretraining data, ONNX export through tf2onnx, the tf.data input pipelines) get 
 import importlib
 
 TENSORFLOW_EXTRA = "pip install 'keras-bert-zoo[tensorflow]'"
-# Off TensorFlow, kbz finetune, predict and embed feed numpy batches; pretraining data is next.
-TF_DATA_PIPELINES = "The tf.data input pipeline of kbz pretrain (and of every job on TensorFlow)"
+# Off TensorFlow every job feeds numpy batches (kbz pretrain --text-file too); only the
+# TensorFlow backend runs tf.data pipelines, and TFRecords need TensorFlow on any backend.
+TF_DATA_PIPELINES = "The tf.data input pipelines of the jobs on the TensorFlow backend"
+TF_RECORDS = "TFRecord pretraining data"
 
 
 class MissingExtraError(ImportError):
@@ -34,10 +36,11 @@ def require_tensorflow(feature: str, module: str = "tensorflow"):
         ) from error
 
 
-def tensorflow_installed() -> bool:
-    """Whether TensorFlow and tensorflow-text import (False also where a test blocks them)."""
+def tensorflow_installed(module: str = "tensorflow_text") -> bool:
+    """Whether `module` of the extra imports: by default tensorflow-text, so TensorFlow and
+    tensorflow-text (False also where a test blocks them)."""
     try:
-        require_tensorflow("", "tensorflow_text")
+        require_tensorflow("", module)
     except MissingExtraError:
         return False
     return True

@@ -2,26 +2,33 @@
 tests/test_backend_jax_notf.py and tests/test_backend_torch_notf.py run on their backend.
 
 Each fine-tunes a 1-layer random BERT on the bundled real samples for a few steps, then runs
-`kbz predict` on the run and checks it gives the run's own validation predictions. JAX
+`kbz predict` on the run and checks it gives the run's own validation predictions; `kbz
+pretrain --text-file` pretrains one from scratch on masked text, and resumes exactly. JAX
 compiles (eager JAX compiles every op on its own, slower than one program per bucket);
 PyTorch runs eagerly (`--no-jit-compile`: its jit is torch.compile, minutes per shape).
 """
 
 import json
+import sys
 from pathlib import Path
+from unittest import mock
 
 import keras
 import numpy as np
+import pytest
 from conftest import Kill, save_tiny_preset
+from safetensors.numpy import load_file
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.extras import tensorflow_installed
+from keras_bert_zoo.extras import MissingExtraError, tensorflow_installed
+from keras_bert_zoo.jobs import pretrain as pretrain_job
 from keras_bert_zoo.jobs.embed import load_embedder
 from keras_bert_zoo.training import batching
 from keras_bert_zoo.training.resume import fit_resumable
 
 DATA = Path(__file__).parent / "data" / "finetune"
+SENTENCES = Path(__file__).parent / "data" / "pretraining" / "sentences.txt"
 JIT = [] if keras.backend.backend() == "jax" else ["--no-jit-compile"]
 FAST = ["--epochs", "1", "--no-export", "--learning-rate", "1e-3", *JIT]
 
@@ -172,3 +179,38 @@ def check_exact_resume(tmp_path):
         np.testing.assert_allclose(
             keras.ops.convert_to_numpy(b), keras.ops.convert_to_numpy(a), atol=1e-6, err_msg=a.path
         )
+
+
+def _pretrain(preset, output) -> int:
+    """`kbz pretrain --text-file` from scratch: 6 steps of 4 pairs, checkpoints every 2."""
+    argv = ["pretrain", "--preset", str(preset), "--text-file", str(SENTENCES), "--from-scratch"]
+    argv += ["--output", str(output), "--num-train-steps", "6", "--checkpoint-every", "2"]
+    argv += ["--batch-size", "4", "--max-seq-length", "32", "--max-predictions-per-seq", "5"]
+    return main([*argv, "--learning-rate", "1e-3", *JIT])
+
+
+def check_pretrain_from_text(tmp_path):
+    """`kbz pretrain --text-file` masks the text on the fly into numpy batches: its preset
+    loads, its losses are finite, and a run killed after step 3 (its checkpoint: step 2) and
+    run again ends with the uninterrupted run's weights. `--input-file` (TFRecords) says it
+    needs TensorFlow before anything is made."""
+    preset = tiny_preset(tmp_path / "tiny")
+    assert _pretrain(preset, tmp_path / "straight") == 0
+    metrics = json.loads((tmp_path / "straight" / "metrics.json").read_text())
+    assert "loss" in metrics and all(np.isfinite(v) for v in metrics.values()), metrics
+    written = str(tmp_path / "straight" / "preset")
+    assert kbz.from_preset(written, task="pretrainer").count_params() > 1_000_000  # with heads
+    assert kbz.from_preset(written).count_params() == kbz.from_preset(preset).count_params()
+    with mock.patch.object(pretrain_job, "tensorboard", lambda output: Kill(step=3)):
+        assert _pretrain(preset, tmp_path / "killed") == 130  # Ctrl-C, or a crash
+    assert (tmp_path / "killed" / "checkpoints" / "state.json").is_file()
+    assert _pretrain(preset, tmp_path / "killed") == 0  # the same command again
+    straight, resumed = (load_file(tmp_path / run / "preset" / "model.weights.safetensors")
+                         for run in ("straight", "killed"))  # fmt: skip
+    assert straight.keys() == resumed.keys()
+    for name in straight:
+        np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)
+    records = tmp_path / "records"
+    with pytest.raises(MissingExtraError, match=r"--input-file.*pip install 'keras-bert-zoo\["):
+        pretrain_job.run_pretrain(str(preset), str(records), input_file=str(SENTENCES))
+    assert not records.exists() and "tensorflow" not in sys.modules

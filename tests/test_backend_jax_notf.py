@@ -1,7 +1,7 @@
-"""`kbz finetune classify|tag|qa|embed`, `kbz predict` and `kbz embed` on JAX with TensorFlow's
-import blocked (issue 28): numpy batches, the host tokenizer, exact resume. Collected only
-with `KERAS_BACKEND=jax` (tests/conftest.py); the checks are tests/jobs_without_tensorflow.py.
-"""
+"""`kbz finetune classify|tag|qa|embed`, `kbz predict`, `kbz embed` and `kbz pretrain
+--text-file` on JAX with TensorFlow's import blocked (issue 28): numpy batches, the host
+tokenizer, exact resume. Collected only with `KERAS_BACKEND=jax` (tests/conftest.py); the
+checks are tests/jobs_without_tensorflow.py."""
 
 import jobs_without_tensorflow as jobs
 import pytest
@@ -34,3 +34,7 @@ def test_finetune_embed_then_embed_with_the_run(tmp_path):
 
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
     jobs.check_exact_resume(tmp_path)
+
+
+def test_pretrain_from_text_then_a_killed_run_resumes_to_the_same_weights(tmp_path):
+    jobs.check_pretrain_from_text(tmp_path)

@@ -3,9 +3,9 @@ precision, exact resume, data parallel over two host devices, and BertPreprocess
 feeding `model.fit` (the README's example). Collected only with `KERAS_BACKEND=jax`.
 
 Tests marked `tensorflow_data` use TensorFlow on purpose: a tf.data stream into
-`fit_resumable`, `kbz pretrain`'s tf.data pipeline, and tf.data with BertPreprocessor (the
-README's example); conftest.py runs them last, with TensorFlow unblocked. The others, `kbz
-finetune` among them (numpy batches), run with TensorFlow's import blocked.
+`fit_resumable`, and tf.data with BertPreprocessor (the README's example); conftest.py runs
+them last, with TensorFlow unblocked. The others, `kbz finetune` and `kbz pretrain
+--text-file` among them (numpy batches), run with TensorFlow's import blocked.
 """
 
 import json
@@ -167,7 +167,6 @@ def test_preprocessor_and_tf_data_feed_fit_on_jax():
     assert first["token_ids"].shape == (16, 32) and int(first["token_ids"][0, 0]) == 101  # [CLS]
 
 
-@pytest.mark.tensorflow_data
 def test_kbz_pretrain_runs_on_jax_and_tf_distribute_is_a_clear_error(tmp_path):
     from keras_bert_zoo.cli import main
     from keras_bert_zoo.training.distributed import get_strategy

@@ -405,7 +405,7 @@ class _DiskFullWriter:
 
 
 def test_disk_full_leaves_no_shard_behind(tmp_path, hf_tokenize, monkeypatch):
-    monkeypatch.setattr(records.tf.io, "TFRecordWriter", _DiskFullWriter)
+    monkeypatch.setattr(tf.io, "TFRecordWriter", _DiskFullWriter)  # what records writes with
     with pytest.raises(OSError, match=r"Could not write .*out-0000\d-of-00002: .*No space left"):
         generate(tmp_path, hf_tokenize, dupe_factor=2)
     assert _DiskFullWriter.written > 300

@@ -121,3 +121,21 @@ def test_a_masking_stream_positions_without_making_the_pairs_before(masking, mon
     first = _batches(masking(1_000_000), 1)[0]  # 16 million pairs in: pass 16e6 // chunks
     assert len(made) < 20_000 and min(made) == 16_000_000 // len(masking.chunks)
     assert first.shape == (16, 32 + 5 + 5)
+
+
+def test_a_masking_stream_s_tf_data_batches_equal_its_numpy_batches(masking):
+    # The TensorFlow backend feeds the tf.data path, JAX and PyTorch the numpy one: one stream.
+    per_pass = len(masking.chunks) // 16
+    for start in [0, per_pass - 2]:  # from scratch, and a resume whose 4 batches cross a pass
+        dataset = masking(start)
+        assert isinstance(dataset, tf.data.Dataset)
+        batches = list(zip(dataset.take(4), masking.batches(start), strict=False))
+        assert len(batches) == 4
+        for ours, theirs in batches:
+            for got, expected in zip(tf.nest.flatten(ours), tf.nest.flatten(theirs), strict=True):
+                assert isinstance(expected, np.ndarray) and got.dtype == expected.dtype
+                np.testing.assert_array_equal(got.numpy(), expected)
+    x, y, weights = next(masking.batches(per_pass - 2))
+    assert {v.dtype for v in [*x.values(), *y.values()]} == {np.dtype("int32")}
+    assert {v.dtype for v in weights.values()} == {np.dtype("float32")}
+    assert x["token_ids"].shape == (16, 32) and y["nsp_logits"].shape == (16,)

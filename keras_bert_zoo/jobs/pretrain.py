@@ -4,11 +4,13 @@ Checkpoints every 1,000 steps by default (google-research/bert's `save_checkpoin
 and with `checkpoint_every_minutes` also in time, the newest `keep_checkpoints` kept, in an
 output directory held by `rundir.RunDirectory`. The input is a stream positioned by step
 (`RecordStream`, `MaskingStream`), so a resume does not replay the steps already done.
+`--text-file` runs on every backend, as numpy batches off TensorFlow; `--input-file`
+(TFRecords) needs TensorFlow, which `_prepare` says before any work.
 """
 
 import keras
 
-from keras_bert_zoo.data.pretraining.datasets import RecordStream
+from keras_bert_zoo.data.pretraining.datasets import RecordStream, require_records
 from keras_bert_zoo.data.pretraining.masking import MaskingStream
 from keras_bert_zoo.data.pretraining.text import expand_input_patterns
 from keras_bert_zoo.jobs.checks import (
@@ -50,7 +52,8 @@ def pretraining_data(
     input_file, text_file, preset, batch_size, max_seq_length, max_predictions_per_seq, seed
 ):
     """TFRecords (google-research/bert features) or dynamic masking straight from text, as a
-    stream `start_step -> dataset` that a resume positions without replaying the steps done."""
+    stream `start_step -> batches` (a tf.data dataset, or numpy batches off TensorFlow from
+    text) that a resume positions without replaying the steps done."""
     input_flag(input_file, text_file)
     if input_file:
         return RecordStream(
@@ -141,6 +144,8 @@ def pretrain(config: PretrainConfig) -> dict:
 
 def _prepare(config: PretrainConfig):
     """Every check before any work and before --output exists; `(interval, strategy)`."""
+    if input_flag(config.input_file, config.text_file)[0] == "--input-file":
+        require_records()  # TFRecords need TensorFlow: say so before anything is made
     check_flags(
         num_train_steps=config.num_train_steps,
         batch_size=config.batch_size,

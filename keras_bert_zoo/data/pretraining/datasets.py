@@ -1,6 +1,7 @@
-"""tf.data inputs for the pretrainer: from TFRecord shards, or masked on the fly from text.
+"""tf.data inputs for the pretrainer from TFRecord shards (TensorFlow's format: TensorFlow only).
 
-Both datasets yield `(x, y, sample_weight)` for `kbz.build_pretrainer`:
+This stream, and `masking.MaskingStream` (masked on the fly from text, numpy off TensorFlow),
+yield `(x, y, sample_weight)` for `kbz.build_pretrainer`:
 `x = {"token_ids", "segment_ids", "padding_mask", "mask_positions"}` (int32),
 `y = {"mlm_logits": masked_lm_ids, "nsp_logits": next_sentence_labels}` (int32),
 `sample_weight = {"mlm_logits": masked_lm_weights, "nsp_logits": ones}` (float32).
@@ -26,30 +27,20 @@ batches an uninterrupted stream gives there, without producing the ones before (
 import numpy as np
 
 from keras_bert_zoo.data.pretraining import text
+from keras_bert_zoo.data.pretraining.features import locate, model_inputs, stream_seed
 from keras_bert_zoo.data.pretraining.records import feature_spec
-from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow, tensorflow_installed
 
-tf = require_tensorflow(TF_DATA_PIPELINES)
+# TFRecords are TensorFlow's, on any backend; without it, `RecordStream` names the extra.
+tf = require_tensorflow(TF_RECORDS) if tensorflow_installed("tensorflow") else None
+READING = f"{TF_RECORDS} (kbz pretrain --input-file; --text-file pretrains without TensorFlow)"
 
 _FOREVER = 2**62  # passes of an endless stream
 
 
 def to_model_inputs(features: dict) -> tuple:
-    """Original feature names (batched) -> `(x, y, sample_weight)` for the pretrainer."""
-    as_int = lambda name: tf.cast(features[name], tf.int32)  # noqa: E731
-    x = {
-        "token_ids": as_int("input_ids"),
-        "segment_ids": as_int("segment_ids"),
-        "padding_mask": as_int("input_mask"),
-        "mask_positions": as_int("masked_lm_positions"),
-    }
-    labels = as_int("next_sentence_labels")[:, 0]
-    y = {"mlm_logits": as_int("masked_lm_ids"), "nsp_logits": labels}
-    weights = {
-        "mlm_logits": tf.cast(features["masked_lm_weights"], tf.float32),
-        "nsp_logits": tf.ones_like(labels, tf.float32),
-    }
-    return x, y, weights
+    """Parsed records (batched, original names) -> `(x, y, sample_weight)` in the graph."""
+    return model_inputs(features, tf.cast)
 
 
 def _check_record_shapes(path: str, max_seq_length: int, max_predictions_per_seq: int):
@@ -67,34 +58,11 @@ def _check_record_shapes(path: str, max_seq_length: int, max_predictions_per_seq
             )
 
 
-def stream_seed(seed) -> int:
-    """A 31-bit seed from `seed` (None: a fresh random one)."""
-    return int(np.random.SeedSequence(seed).generate_state(1)[0]) % 2**31
-
-
-def locate(start_step: int, batch_size: int, pass_size, repeat: bool) -> tuple[int, int]:
-    """`(pass, offset)` of the first example of `start_step`; `pass_size()` is only
-    called when the step is not 0 (it may cost a scan of the data)."""
-    if start_step < 0:
-        raise ValueError(f"start_step must be >= 0. Received: {start_step}.")
-    first = start_step * batch_size
-    if not first:
-        return 0, 0
-    size = pass_size()
-    if not repeat and first >= size:
-        raise ValueError(
-            f"start_step {start_step} is past the end of the data ({size} examples, "
-            f"batches of {batch_size}, repeat=False)."
-        )
-    return divmod(first, size)
-
-
-def batches(examples: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
-    """Model-input batches (remainder dropped) from a dataset of feature dicts."""
-    dataset = examples.batch(batch_size, drop_remainder=True)
-    return dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
-        tf.data.AUTOTUNE
-    )
+def require_records() -> None:
+    """`MissingExtraError` naming the extra unless TensorFlow is installed (TFRecords need it),
+    so a job can say so before any work."""
+    if tf is None:
+        require_tensorflow(READING)
 
 
 class RecordStream:
@@ -116,6 +84,7 @@ class RecordStream:
         repeat: bool = True,
         shuffle_buffer_size: int = 10000,
     ):
+        require_records()
         self.files = text.expand_input_patterns(file_patterns)
         _check_record_shapes(self.files[0], max_seq_length, max_predictions_per_seq)
         self.batch_size, self.shuffle, self.repeat = batch_size, shuffle, repeat
@@ -139,7 +108,7 @@ class RecordStream:
         base = tf.constant([self.seed, purpose], tf.int64)
         return tf.random.experimental.stateless_fold_in(base, tf.cast(epoch, tf.int64))
 
-    def _pass(self, epoch, first_window: int = 0) -> tf.data.Dataset:
+    def _pass(self, epoch, first_window: int = 0):
         """Serialized records of pass `epoch` (a tensor inside `flat_map`), from a window on."""
         order = tf.range(len(self.files))
         if self.shuffle:
@@ -163,7 +132,7 @@ class RecordStream:
         windows = records.batch(self.window).enumerate(first_window)
         return windows.map(shuffle_window).unbatch()
 
-    def __call__(self, start_step: int = 0) -> tf.data.Dataset:
+    def __call__(self, start_step: int = 0):
         epoch, offset = locate(start_step, self.batch_size, lambda: sum(self.counts()), self.repeat)
         window, inside = divmod(offset, self.window)
         records = self._pass(epoch, window).skip(inside)
@@ -188,7 +157,7 @@ def pretraining_dataset(
     seed=None,
     repeat: bool = True,
     shuffle_buffer_size: int = 10000,
-) -> tf.data.Dataset:
+):
     """Batches of model inputs from TFRecord shards: `RecordStream(...)(0)`.
 
     >>> x, y, w = next(iter(pretraining_dataset("out-*", 8, 128, 20)))

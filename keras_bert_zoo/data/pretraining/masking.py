@@ -9,6 +9,10 @@ computed without the ones before it: `MaskingStream(...)(start_step)` starts at 
 step (resume in constant time). The chunk order per pass replaces the earlier
 document order plus a 10,000-instance shuffle buffer, whose state depended on history.
 
+The batches are made in numpy (`batches`, through `features.model_inputs`): off TensorFlow
+`fit` takes them as they are (`kbz pretrain --text-file` needs no TensorFlow); on the
+TensorFlow backend a tf.data generator wraps the same batches.
+
 >>> stream = MaskingStream("wiki.txt", kbz.BertTokenizer.from_preset(name), "vocab.txt",
 ...                        batch_size=32, seed=1)
 >>> resumed = stream(start_step=5000)
@@ -16,38 +20,42 @@ document order plus a 10,000-instance shuffle buffer, whose state depended on hi
 
 import itertools
 
+import keras
 import numpy as np
 
 from keras_bert_zoo.data.pretraining import instances as data
 from keras_bert_zoo.data.pretraining import text
-from keras_bert_zoo.data.pretraining.datasets import batches, locate, stream_seed
-from keras_bert_zoo.data.pretraining.records import feature_spec, instance_features
-from keras_bert_zoo.data.readers import gunzip
+from keras_bert_zoo.data.pretraining.features import (
+    feature_shapes,
+    instance_features,
+    locate,
+    model_inputs,
+    stream_seed,
+)
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
 
-tf = require_tensorflow(TF_DATA_PIPELINES)
-
-_BLOCK = 256  # instances per generator yield: far fewer Python -> tf.data crossings
+# Keras on TensorFlow imported it already; other backends take the numpy batches themselves.
+tf = require_tensorflow(TF_DATA_PIPELINES) if keras.backend.backend() == "tensorflow" else None
 
 
 def _source_lines(source) -> list:
-    if isinstance(source, tf.data.Dataset):
+    if hasattr(source, "as_numpy_iterator"):  # a tf.data.Dataset of lines
         return [line.decode("utf-8") for line in source.as_numpy_iterator()]
     lines = []
     for path in text.expand_input_patterns(source):
-        with tf.io.gfile.GFile(path, "rb") as handle:
-            content = gunzip(handle.read()).decode("utf-8")  # .gz read transparently
-            lines.extend(content.split("\n") + [""])  # a file ends a document
+        lines.extend(text.read_text(path).split("\n") + [""])  # a file ends a document
     return lines
 
 
 class MaskingStream:
-    """`start_step -> dataset` of model-input batches masked on the fly from text.
+    """`start_step -> batches` of model inputs masked on the fly from text: a tf.data
+    dataset on the TensorFlow backend, an iterator of numpy batches on the others (the same
+    batches: `batches` makes them, the dataset wraps it).
 
     `source`: text file paths/globs, or a `tf.data.Dataset` of lines (blank = document end);
-    `tokenizer_fn(list[str])` -> RaggedTensor or id lists. With `repeat=False` a dataset
-    from step 0 gives one pass per iteration, a new pass each time it is iterated.
+    `tokenizer_fn(list[str])`: a `kbz.BertTokenizer`, or any callable giving id lists. With
+    `repeat=False` the batches from step 0 are one pass, a new one each time they are iterated.
     """
 
     def __init__(
@@ -93,35 +101,47 @@ class MaskingStream:
             made, self.config.max_seq_length, self.config.max_predictions_per_seq
         )
 
-    def _blocks(self, epoch: int, position: int):
-        block = []
-        for e in itertools.count(epoch) if self.repeat else [epoch]:
-            order = np.random.default_rng([self.seed, 1, e]).permutation(len(self.chunks))
-            for chunk in order[position if e == epoch else 0 :]:
-                block.append(self.instance(e, int(chunk)))
-                if len(block) >= _BLOCK:
-                    yield {name: np.stack([f[name] for f in block]) for name in block[0]}
-                    block = []
-        if block:
-            yield {name: np.stack([f[name] for f in block]) for name in block[0]}
+    def batches(self, start_step: int = 0):
+        """The numpy batches from `start_step` on: an iterator of `(x, y, sample_weight)`
+        (`features.model_inputs`), what `self(start_step)` gives off TensorFlow."""
+        return self._batches(start_step, *self._locate(start_step))
 
-    def __call__(self, start_step: int = 0) -> tf.data.Dataset:
+    def _locate(self, start_step: int) -> tuple[int, int]:
         epoch, position = locate(start_step, self.batch_size, lambda: len(self.chunks), True)
         if not self.repeat and epoch:
             raise ValueError(f"start_step {start_step} is past one pass (repeat=False).")
+        return epoch, position
 
-        def generate():
-            first = next(self._passes) if not self.repeat and not start_step else epoch
-            yield from self._blocks(first, position)
+    def _batches(self, start_step: int, epoch: int, position: int):
+        if not self.repeat and not start_step:
+            epoch = next(self._passes)  # drawn when iterated: a new pass each time
+        rows = []
+        for e in itertools.count(epoch) if self.repeat else [epoch]:
+            order = np.random.default_rng([self.seed, 1, e]).permutation(len(self.chunks))
+            for chunk in order[position if e == epoch else 0 :]:
+                rows.append(self.instance(e, int(chunk)))
+                if len(rows) == self.batch_size:  # the remainder of a last pass is dropped
+                    yield model_inputs(
+                        {name: np.stack([r[name] for r in rows]) for name in rows[0]}
+                    )
+                    rows = []
 
-        signature = {
-            name: tf.TensorSpec([None, *spec.shape], spec.dtype)
-            for name, spec in feature_spec(
-                self.config.max_seq_length, self.config.max_predictions_per_seq
-            ).items()
-        }
-        examples = tf.data.Dataset.from_generator(generate, output_signature=signature)
-        return batches(examples.unbatch(), self.batch_size)
+    def __call__(self, start_step: int = 0):
+        """Batches from `start_step` on: a `tf.data.Dataset` on the TensorFlow backend (a
+        generator of `batches`), `batches(start_step)` itself on the others."""
+        epoch, position = self._locate(start_step)
+        if tf is None:
+            return self._batches(start_step, epoch, position)
+        config = self.config
+        shapes = feature_shapes(config.max_seq_length, config.max_predictions_per_seq)
+        zeros = {name: np.zeros((self.batch_size, n), dtype) for name, (n, dtype) in shapes.items()}
+        signature = tf.nest.map_structure(
+            lambda a: tf.TensorSpec(a.shape, a.dtype), model_inputs(zeros)
+        )
+        dataset = tf.data.Dataset.from_generator(
+            lambda: self._batches(start_step, epoch, position), output_signature=signature
+        )
+        return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def dynamic_masking_dataset(source, tokenizer_fn, vocabulary, batch_size: int, **options):

@@ -3,7 +3,10 @@
 Feature names and types are the original's (`input_ids`, `input_mask`, `segment_ids`,
 `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`), so
 shards interoperate with google-research/bert's `run_pretraining.py`. Shards are written
-through temporary files and renamed into place (`write_instance_files`).
+through temporary files and renamed into place (`write_instance_files`). The numpy features
+themselves are `features.instance_features`; TensorFlow is imported by the functions that
+need it, so an install without it still reads this module (and raises `MissingExtraError`
+only when a TFRecord is to be made).
 
 >>> spec = feature_spec(max_seq_length=128, max_predictions_per_seq=20)
 """
@@ -19,10 +22,9 @@ from tqdm.auto import tqdm
 
 from keras_bert_zoo.data.pretraining import instances as data
 from keras_bert_zoo.data.pretraining import text
-from keras_bert_zoo.extras import require_tensorflow
+from keras_bert_zoo.data.pretraining.features import feature_shapes, instance_features
+from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow
 from keras_bert_zoo.saving.atomic import fsync_path
-
-tf = require_tensorflow("TFRecord pretraining data")
 
 logger = logging.getLogger(__name__)
 
@@ -30,38 +32,11 @@ _SHARDED = re.compile(r"^(.+)@(\d+)$")
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
-    """google-research/bert's `name_to_features` (run_pretraining.py)."""
-    ints = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
+    """google-research/bert's `name_to_features` (run_pretraining.py) for `tf.io.parse_example`."""
+    tf = require_tensorflow(TF_RECORDS)
     return {
-        "input_ids": ints(max_seq_length),
-        "input_mask": ints(max_seq_length),
-        "segment_ids": ints(max_seq_length),
-        "masked_lm_positions": ints(max_predictions_per_seq),
-        "masked_lm_ids": ints(max_predictions_per_seq),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": ints(1),
-    }
-
-
-def _pad(values, length: int, dtype) -> np.ndarray:
-    padded = np.zeros(length, dtype)
-    padded[: len(values)] = values
-    return padded
-
-
-def instance_features(
-    instance: data.Instance, max_seq_length: int, max_predictions_per_seq: int
-) -> dict:
-    """An instance as padded NumPy arrays keyed by the original feature names."""
-    predictions = len(instance.masked_positions)
-    return {
-        "input_ids": _pad(instance.token_ids, max_seq_length, np.int64),
-        "input_mask": _pad(np.ones(len(instance.token_ids)), max_seq_length, np.int64),
-        "segment_ids": _pad(instance.segment_ids, max_seq_length, np.int64),
-        "masked_lm_positions": _pad(instance.masked_positions, max_predictions_per_seq, np.int64),
-        "masked_lm_ids": _pad(instance.masked_ids, max_predictions_per_seq, np.int64),
-        "masked_lm_weights": _pad(np.ones(predictions), max_predictions_per_seq, np.float32),
-        "next_sentence_labels": np.array([int(instance.is_random_next)], np.int64),
+        name: tf.io.FixedLenFeature([length], tf.as_dtype(dtype))
+        for name, (length, dtype) in feature_shapes(max_seq_length, max_predictions_per_seq).items()
     }
 
 
@@ -69,7 +44,7 @@ def serialize_instance(
     instance: data.Instance, max_seq_length: int, max_predictions_per_seq: int
 ) -> bytes:
     """A `tf.train.Example` (int64 lists; float list for `masked_lm_weights`), serialized."""
-    features = {}
+    tf, features = require_tensorflow(TF_RECORDS), {}
     for name, values in instance_features(
         instance, max_seq_length, max_predictions_per_seq
     ).items():
@@ -110,6 +85,7 @@ def _temporary(path: str) -> str:
 
 def check_writable(outputs: list) -> None:
     """Creates missing output folders and probes them, before any long work."""
+    tf = require_tensorflow(TF_RECORDS)
     for directory in sorted({os.path.dirname(p) or "." for p in outputs}):
         probe = _temporary(os.path.join(directory, ".kbz-write-probe"))
         try:
@@ -132,7 +108,7 @@ def write_instance_files(serialized: list, outputs: list) -> None:
     On any failure (disk full, permissions) the temporary files are removed and nothing is
     left at the output paths; the error names the file.
     """
-    temporaries = [_temporary(path) for path in outputs]
+    tf, temporaries = require_tensorflow(TF_RECORDS), [_temporary(path) for path in outputs]
     writers, current = [], outputs[0]
     try:
         for path, temporary in zip(outputs, temporaries, strict=True):

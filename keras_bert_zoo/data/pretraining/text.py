@@ -1,12 +1,15 @@
 """Pretraining text input: vocabulary, documents of sentences, sentence splitting, tokenizing.
 
 Documents are lists of sentences; after tokenizing, each sentence is an int32 id array.
+Files are read through `tf.io.gfile` where TensorFlow is installed (remote paths such as
+gs://), through plain Python elsewhere; tokenizing takes `kbz.BertTokenizer` on any backend.
 
 >>> [documents] = read_and_tokenize(["wiki.txt"], tokenize_lines, vocabulary_info(tokens))
 """
 
 import concurrent.futures
 import dataclasses
+import glob
 import logging
 import os
 import re
@@ -17,12 +20,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from keras_bert_zoo.data.readers import gunzip
-from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow, tensorflow_installed
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.vocabulary import is_uncased, load_vocabulary
 from keras_bert_zoo.tokenization import BertTokenizer
 
-tf = require_tensorflow(TF_DATA_PIPELINES)
+# Files through tf.io.gfile where TensorFlow is installed (gs:// and other remote paths),
+# through plain Python where it is not.
+gfile = require_tensorflow("Remote files").io.gfile if tensorflow_installed("tensorflow") else None
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +174,20 @@ def documents_from_lines(lines: Iterable, input_format: str = "sentence_per_line
     return [document for document in documents if document]
 
 
+def _isdir(path: str) -> bool:
+    return gfile.isdir(path) if gfile else os.path.isdir(path)
+
+
+def read_text(path: str) -> str:
+    """A UTF-8 text file's content (gzip read transparently, whatever its name)."""
+    with gfile.GFile(path, "rb") if gfile else open(path, "rb") as handle:
+        content = gunzip(handle.read())
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text ({error}).") from error
+
+
 def expand_input_patterns(patterns, flag: str = "--input_file") -> list:
     """Sorted files matching comma-separated paths/globs (or a list of them); `flag` names
     where they came from in the error for a pattern that matches nothing."""
@@ -176,8 +195,9 @@ def expand_input_patterns(patterns, flag: str = "--input_file") -> list:
         patterns = str(patterns).split(",")
     files = []
     for pattern in (str(p).strip() for p in patterns):
-        matches = sorted(m for m in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(m))
-        if pattern and tf.io.gfile.isdir(pattern):
+        found = gfile.glob(pattern) if gfile else glob.glob(pattern)
+        matches = sorted(m for m in found if not _isdir(m))
+        if pattern and _isdir(pattern):
             raise FileNotFoundError(
                 f"{flag}: {pattern} is a directory; expected text files (paths or globs, "
                 f"e.g. {flag} '{pattern.rstrip('/')}/*.txt')."
@@ -189,14 +209,17 @@ def expand_input_patterns(patterns, flag: str = "--input_file") -> list:
 
 
 def default_tokenize_lines(vocab_path, lowercase: bool) -> Callable:
-    """`kbz.BertTokenizer` as a thread-safe `tokenize_lines` (lines -> RaggedTensor of ids)."""
+    """`kbz.BertTokenizer` as a thread-safe `tokenize_lines` (lines -> RaggedTensor of ids), in
+    a TensorFlow graph (`kbz create-pretraining-data`, which writes TFRecords)."""
+    tf = require_tensorflow(TF_RECORDS)
     tokenizer = BertTokenizer(vocabulary=str(vocab_path), lowercase=lowercase)
     graph = tf.function(tokenizer, input_signature=[tf.TensorSpec([None], tf.string)])
     return lambda lines: graph(tf.constant(list(lines), tf.string))
 
 
 def ids_as_arrays(tokenized) -> list:
-    """A RaggedTensor or list of id lists -> list of int32 arrays."""
+    """A RaggedTensor (the graph tokenizer's) or a list of id lists or arrays (the host
+    tokenizer's, `tokenization.host`) -> list of int32 arrays."""
     if hasattr(tokenized, "row_splits"):
         flat = np.asarray(tokenized.flat_values, dtype=np.int32)
         return np.split(flat, np.asarray(tokenized.row_splits)[1:-1])
@@ -210,7 +233,8 @@ def tokenize_documents(
     max_seq_length: int,
     source: str,
 ) -> list:
-    """Tokenizes in batches; drops lines with no tokens; warns about lines to be truncated."""
+    """Tokenizes in batches; drops lines with no tokens; warns about lines to be truncated.
+    `tokenize_lines`: a `kbz.BertTokenizer` (any backend) or a callable giving id lists."""
     lines = [sentence for document in documents for _, sentence in document]
     ids = []
     for start in range(0, len(lines), _BATCH_LINES):
@@ -247,12 +271,7 @@ def tokenize_documents(
 
 
 def _load_file(path: str, tokenize_lines, vocab, input_format, max_seq_length) -> list:
-    try:
-        with tf.io.gfile.GFile(path, "rb") as handle:
-            content = gunzip(handle.read()).decode("utf-8")  # .gz read transparently
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text ({error}).") from error
-    documents = documents_from_lines(content.split("\n"), input_format)
+    documents = documents_from_lines(read_text(path).split("\n"), input_format)
     documents = tokenize_documents(documents, tokenize_lines, vocab, max_seq_length, path)
     if not documents:
         raise ValueError(
