@@ -173,7 +173,6 @@ class _Data:
     schedule: object
     intervals: list
     interval: int
-    buckets: list  # prediction's lengths
     validation_x: dict
     validation_extra: object  # what the task's `predict` needs besides the outputs
 
@@ -200,9 +199,8 @@ def _read(job, config: FinetuneConfig) -> _Data:
     intervals = interval_sizes(
         epochs * steps, interval, f"the run ({epochs} epochs of {steps} steps)"
     )
-    buckets = batching.bucket_lengths(config.sequence_length, config.bucketing)
     x_val, _, extra = job.arrays(validation)
-    return _Data(train, validation, x, y, schedule, intervals, interval, buckets, x_val, extra)
+    return _Data(train, validation, x, y, schedule, intervals, interval, x_val, extra)
 
 
 def _build(job, data: _Data, config: FinetuneConfig, distribution):
@@ -258,8 +256,12 @@ def _train(model, job, data: _Data, config, distribution, output, run, freeze):
 
 
 def _predict(network, job, data: _Data, config):
-    x, size = data.validation_x, config.batch_size
-    return batching.predict(network, x, size, data.buckets, job.sequence_outputs)
+    """The validation outputs, in the buckets `kbz predict` uses (the same predictions)."""
+    length = config.sequence_length
+    buckets = batching.prediction_buckets(network, length) if config.bucketing else [length]
+    return batching.predict(
+        network, data.validation_x, config.batch_size, buckets, job.sequence_outputs
+    )
 
 
 def _write(model, job, data: _Data, config, validated, output) -> dict:

@@ -86,7 +86,9 @@ def run_predict(
     x, _, extra = job.arrays(dataset)
     network = from_preset(preset, task=task)
     network.compile(jit_compile=jit_compile)
-    buckets = batching.bucket_lengths(length, bucketing)
+    # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
+    # program per power-of-two bucket (`batching.prediction_buckets`).
+    buckets = batching.prediction_buckets(network, length) if bucketing else [length]
     outputs = batching.predict(network, x, batch_size, buckets, job.sequence_outputs)
     predictions = job.predict(dataset, outputs, extra)
     files = job.write_predictions(dataset, predictions, output)
