@@ -8,7 +8,8 @@ Data: SQuAD v1.1 dev, articles 0-31 (/work/shared/data/squad-v1.1, CC BY-SA 4.0)
    positive; dev.tsv: `--dev-questions` other questions of those articles, each with its
    paragraph and 4 other paragraphs of its article.
 3. `kbz finetune rerank --preset minilm --negatives-from minilm --num-negatives 3`: the
-   embedder mines 3 hard negatives per question from train.tsv's paragraphs.
+   embedder mines 3 hard negatives per question from train.tsv's paragraphs; trained
+   listwise (each question's group of 4 pairs) unless `--ranking-loss pointwise`.
 4. candidates.tsv: for `--eval-questions` held-out questions (a seeded sample), the
    embedder's top 20 of all 331 held-out paragraphs (cosine of mean-pooled, normalised
    vectors), labelled 1 for the question's own paragraph; its metrics are "before".
@@ -148,6 +149,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--ranking-loss", default="listwise", choices=["listwise", "pointwise"])
     parser.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -174,7 +176,7 @@ def main() -> None:
             "--negatives-from", work / "minilm", "--num-negatives", args.num_negatives,
             "--sequence-length", args.sequence_length, "--batch-size", args.batch_size,
             "--learning-rate", args.learning_rate, "--epochs", args.epochs, "--seed", args.seed,
-            "--no-export", jit,
+            "--ranking-loss", args.ranking_loss, "--no-export", jit,
         )  # fmt: skip
         results_path.write_text(json.dumps(results, indent=2))
     candidates_file = first_questions(work, args.rerank_questions)

@@ -36,7 +36,8 @@ class TaskOption:
 
     `run_setting`: a `kbz finetune TASK` flag, recorded with the run (`run.json`), which
     `kbz predict TASK` reuses unless given again (`predict`). Otherwise a `kbz predict` flag
-    only, with its own default. `type` is argparse's (`bool`: a switch, off by default).
+    only, with its own default. `type` is argparse's (`bool`: a switch, off by default);
+    `choices`, if any, the values the flag takes.
     """
 
     name: str
@@ -45,6 +46,7 @@ class TaskOption:
     help: str
     run_setting: bool = True
     predict: bool = True
+    choices: tuple = ()
 
     @property
     def flag(self) -> str:
@@ -240,9 +242,19 @@ RERANKER = TaskSpec(
     train_file="TSV with the header query<TAB>passage<TAB>label, label 1 (relevant) or 0, "
     "any number of rows per query",
     file_kind="query<TAB>passage<TAB>label TSV",
-    # Not yet shown to learn (benchmarks/RESULTS.md, "Reranker"); 256: a query and a paragraph.
+    # benchmarks/RESULTS.md, "Reranker"; 256: a query and a paragraph.
     defaults=_schedule(learning_rate=5e-5, batch_size=16, epochs=1, sequence_length=256),
     options=(
+        TaskOption(
+            "ranking_loss",
+            str,
+            "listwise",
+            "listwise: softmax cross-entropy over query groups (each relevant pair and "
+            "--num-negatives negatives of its query; --batch-size counts pairs, a multiple "
+            "of the group size); pointwise: sigmoid cross-entropy of each pair's 0/1 label",
+            predict=False,
+            choices=("listwise", "pointwise"),
+        ),
         TaskOption(
             "negatives_from",
             str,
@@ -256,7 +268,8 @@ RERANKER = TaskSpec(
             "num_negatives",
             int,
             3,
-            "hard negatives mined per query (--negatives-from)",
+            "hard negatives mined per query (--negatives-from), and with --ranking-loss listwise "
+            "the negatives in each query group",
             predict=False,
         ),
         TaskOption(

@@ -97,6 +97,28 @@ def check_qa(tmp_path):
     assert json.loads(predicted.read_text()) == answers
 
 
+def check_rerank(tmp_path):
+    """Listwise training (query groups: `[rows, group, length]` batches) and `kbz predict`."""
+    rerank = Path(__file__).parent / "fixtures" / "rerank"
+    preset, run = tiny_preset(tmp_path / "tiny"), tmp_path / "run"
+    argv = ["finetune", "rerank", "--preset", str(preset), "--train", str(rerank / "train.tsv")]
+    argv += ["--validation", str(rerank / "dev.tsv"), "--output", str(run), "--batch-size", "4"]
+    argv += ["--num-negatives", "1", "--sequence-length", "64", *FAST]  # 10 groups of 2
+    assert main(argv) == 0
+    assert json.loads((run / "run.json").read_text())["settings"]["ranking_loss"] == "listwise"
+    assert _changed(preset, run)
+    predicted = tmp_path / "predictions.tsv"
+    argv = ["predict", "rerank", "--model", str(run), "--input", str(rerank / "dev.tsv")]
+    assert main([*argv, "--output", str(predicted), "--batch-size", "8", *JIT]) == 0
+    written = (run / "predictions.tsv").read_text().splitlines()
+    again = predicted.read_text().splitlines()
+    assert [line.rsplit("\t", 1)[0] for line in again] == [
+        line.rsplit("\t", 1)[0] for line in written
+    ]
+    scores = [[float(line.rsplit("\t", 1)[1]) for line in lines[1:]] for lines in (written, again)]
+    np.testing.assert_allclose(scores[1], scores[0], atol=2e-6)  # the 6 decimals written
+
+
 def check_embed(tmp_path):
     preset = tiny_preset(tmp_path / "tiny")
     lines = [line.rsplit("\t", 1)[0] for line in (DATA / "sst2_train_head.tsv").open()][1:41]

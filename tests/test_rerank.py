@@ -2,8 +2,9 @@
 and conversion from and to sentence-transformers' CrossEncoder.
 
 The fixture (tests/fixtures/rerank, README there) holds 20 SQuAD questions of one article. A
-tiny random preset trains once per module (1 epoch, no XLA): these tests check the plumbing
-(files, order, parity), not learning, which benchmarks/rerank_squad.py measures.
+tiny random preset trains once per module (listwise, 6 epochs, no XLA): these tests check the
+plumbing (files, order, parity, a training loss that falls), not held-out learning, which
+benchmarks/rerank_squad.py measures.
 """
 
 import json
@@ -17,7 +18,10 @@ from conftest import TINY, save_tiny_preset
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.data import read_ranking_tsv
+from keras_bert_zoo.data.rerank_reader import RankingPair
 from keras_bert_zoo.finetuning.hard_negatives import mine_hard_negatives
+from keras_bert_zoo.finetuning.query_groups import query_groups
+from keras_bert_zoo.finetuning.reranking import RerankingTask
 from keras_bert_zoo.ranking_metrics import mrr_at_k, ranking_scores, recall_at_k
 
 FIXTURES = "tests/fixtures/rerank"
@@ -117,18 +121,44 @@ def test_mining_takes_the_closest_unpaired_passages(tmp_path):
 # --- kbz finetune rerank / kbz predict rerank ------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """One tiny reranker run on the fixture, negatives mined by the tiny encoder itself."""
-    root = tmp_path_factory.mktemp("rerank")
-    preset = save_tiny_preset(root / "tiny")
-    output = root / "run"
+def _finetune_args(preset, output, *extra):
     args = ["finetune", "rerank", "--preset", str(preset), "--output", str(output)]
     args += ["--train", f"{FIXTURES}/train.tsv", "--validation", f"{FIXTURES}/dev.tsv"]
     args += ["--negatives-from", str(preset), "--num-negatives", "2", "--sequence-length", "64"]
-    args += ["--batch-size", "8", "--epochs", "1", "--no-jit-compile", "--no-export"]
-    assert main(args) == 0
-    return output
+    return args + ["--no-jit-compile", "--no-export", *map(str, extra)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One tiny listwise reranker run on the fixture, negatives mined by the tiny encoder
+    itself: 10 queries, groups of 3 (1 given + 2 mined negatives of 3), 2 groups a batch."""
+    root = tmp_path_factory.mktemp("rerank")
+    preset = save_tiny_preset(root / "tiny")
+    # A random tiny encoder gives every pair nearly the same [CLS]: a large rate breaks that.
+    extra = ["--batch-size", 6, "--epochs", 6, "--learning-rate", 1e-2, "--warmup-fraction", 0]
+    assert main(_finetune_args(preset, root / "run", *extra)) == 0
+    return root / "run"
+
+
+def _epoch_losses(directory) -> list:
+    """The `epoch_loss` scalars of the TensorBoard event files of `directory`, in order."""
+    losses = {}
+    for path in directory.glob("events.out.tfevents.*"):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag == "epoch_loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor))
+    return [losses[step] for step in sorted(losses)]
+
+
+def test_listwise_run_records_its_loss_and_its_training_loss_falls(run):
+    settings = json.loads((run / "run.json").read_text())["settings"]
+    assert settings["ranking_loss"] == "listwise"
+    losses = _epoch_losses(run / "logs" / "train")
+    assert len(losses) == 6
+    assert losses[0] == pytest.approx(np.log(3), abs=0.05)  # a uniform guess over 3 pairs
+    assert losses[-1] < 0.8 * losses[0], losses
 
 
 def test_finetune_writes_scores_ranked_lists_and_ranking_metrics(run):
@@ -288,3 +318,95 @@ def test_cross_encoder_from_transformers_converts_to_a_reranker(tmp_path):
     (tmp_path / "regression" / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
     preset = kbz.checkpoints.convert(tmp_path / "regression", tmp_path / "ours_regression")
     assert kbz.presets.load_preset_config(str(preset)).task == "classifier"
+
+
+# --- listwise training -----------------------------------------------------------------------
+
+
+def test_group_scorer_scores_each_pair_as_the_reranker():
+    model = _random_reranker()
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 9, size=(2, 3))
+    mask = (np.arange(8) < lengths[..., None]).astype(np.int32)  # [2 groups, 3, 8]
+    groups = {
+        "token_ids": rng.integers(5, 1000, size=(2, 3, 8)).astype(np.int32) * mask,
+        "segment_ids": (np.arange(8) >= 2).astype(np.int32) * mask,
+        "padding_mask": mask,
+    }
+    scorer = kbz.tasks.build_group_scorer(model, group_size=3)
+    assert len(scorer.weights) == len(model.weights)  # no weights of its own
+    grouped = np.asarray(scorer(groups, training=False))
+    pairs = np.asarray(model({k: v.reshape(6, 8) for k, v in groups.items()}, training=False))
+    assert grouped.shape == (2, 3)
+    np.testing.assert_allclose(grouped, pairs.reshape(2, 3), atol=1e-6)
+    assert np.ptp(grouped) > 0.01  # the pairs score differently: the order is tested
+
+
+def test_listwise_loss_is_softmax_cross_entropy_of_the_first_pair():
+    logits = np.array([[2.0, 1.0, -1.0], [0.0, 3.0, 0.5]], np.float32)
+    expected = np.mean([-np.log(np.exp(r[0]) / np.exp(r).sum()) for r in logits])
+    loss = kbz.tasks.listwise_loss()(np.zeros(2, np.int32), logits)
+    assert float(loss) == pytest.approx(expected, rel=1e-6)
+    shifted = kbz.tasks.listwise_loss()(np.zeros(2, np.int32), logits + 5.0)
+    assert float(shifted) == pytest.approx(expected, rel=1e-5)  # a shared bias cancels
+
+
+def _pairs(rows):
+    return [RankingPair(q, p, label, line) for line, (q, p, label) in enumerate(rows, start=2)]
+
+
+def test_query_groups_lead_with_the_relevant_pair_and_skip_queries_without_negatives():
+    pairs = _pairs(
+        [("a", "a1", 1), ("a", "n1", 0), ("b", "b1", 1), ("a", "n2", 0), ("a", "a2", 1),
+         ("c", "c1", 1), ("d", "n3", 0), ("a", "n3", 0), ("b", "n4", 0)]
+    )  # fmt: skip
+    groups = query_groups(pairs, num_negatives=2, seed=0)
+    assert groups.without_negatives == 1 and groups.without_relevant == 1  # c; d
+    rows = groups.indices.tolist()
+    assert [row[0] for row in rows] == [0, 4, 2]  # a's positives, then b's
+    for row in rows[:2]:  # 2 of a's 3 negatives, without repeats, in file order
+        assert set(row[1:]) <= {1, 3, 7} and row[1] < row[2]
+    assert rows[2] == [2, 8, 8]  # b has one negative: drawn again
+    again = query_groups(pairs, num_negatives=2, seed=0).indices
+    np.testing.assert_array_equal(again, groups.indices)
+    draws = {tuple(map(tuple, query_groups(pairs, 2, seed).indices)) for seed in range(8)}
+    assert len(draws) > 1  # the seed draws a's negatives
+    assert query_groups(pairs[6:7], 2, 0).indices.shape == (0, 3)
+
+
+def test_listwise_training_arrays_group_the_pairs(tmp_path):
+    pre = kbz.BertPreprocessor.from_preset(str(save_tiny_preset(tmp_path / "t")), 64)
+    text = HEADER + "q\tgood\t1\nq\tbad one\t0\nq\tbad two\t0\nr\tyes\t1\nr\tno\t0\n"
+    job = RerankingTask(pre, num_negatives=2)
+    data = job.read(_write(tmp_path / "t.tsv", text))
+    x, y = job.training_arrays(data, seed=0)
+    pairs, _, _ = job.arrays(data)
+    assert x["token_ids"].shape == (2, 3, 64) and y.tolist() == [0, 0]
+    np.testing.assert_array_equal(x["token_ids"][0], pairs["token_ids"][[0, 1, 2]])
+    np.testing.assert_array_equal(x["token_ids"][1], pairs["token_ids"][[3, 4, 4]])
+    lengths = kbz.training.batching.real_lengths(x)
+    assert lengths.tolist() == [pairs["padding_mask"][:3].sum(-1).max(), 5]
+    assert job.training_rows(6) == 2 and job.training_group_size() == 3
+    with pytest.raises(ValueError, match=r"--batch-size 8 must be a multiple of 3.*Pass --b"):
+        job.training_rows(8)
+    pointwise = RerankingTask(pre, ranking_loss="pointwise", num_negatives=2)
+    x, y = pointwise.training_arrays(data, seed=0)
+    assert x["token_ids"].shape == (5, 64) and y.tolist() == [1, 0, 0, 1, 0]
+    assert pointwise.training_rows(8) == 8
+    with pytest.raises(ValueError, match=r"`ranking_loss` \(--ranking-loss\) must be one of"):
+        RerankingTask(pre, ranking_loss="listnet")
+
+
+def test_pointwise_run_and_bad_loss_flags(tmp_path, capsys):
+    preset = save_tiny_preset(tmp_path / "tiny")
+    with pytest.raises(SystemExit):
+        main(_finetune_args(preset, tmp_path / "bad", "--ranking-loss", "listnet"))
+    assert "--ranking-loss: invalid choice: 'listnet'" in capsys.readouterr().err
+    assert main(_finetune_args(preset, tmp_path / "bad", "--batch-size", 8)) == 2
+    assert "--batch-size 8 must be a multiple of 3" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+    args = _finetune_args(preset, tmp_path / "run", "--batch-size", 8, "--epochs", 1)
+    assert main([*args, "--ranking-loss", "pointwise"]) == 0
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]
+    assert settings["ranking_loss"] == "pointwise"
+    assert "mrr_at_10" in json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -29,7 +29,11 @@ def _add(parser, option: TaskOption, default, shown: str) -> None:
         parser.add_argument(option.flag, action="store_true", help=f"{option.help} (default: off)")
         return
     parser.add_argument(
-        option.flag, type=option.type, default=default, help=f"{option.help} (default: {shown})"
+        option.flag,
+        type=option.type,
+        default=default,
+        choices=option.choices or None,
+        help=f"{option.help} (default: {shown})",
     )
 
 

@@ -33,6 +33,28 @@ class FinetuningTask:
         """`(model inputs, targets, extra)`; `extra` is what `predict` needs besides outputs."""
         raise NotImplementedError
 
+    def training_arrays(self, dataset, seed: int):
+        """`(inputs, targets)` to train on: `arrays`' by default. A task may train on other
+        rows than it predicts (listwise reranking: query groups `[groups, group_size, seq]`,
+        drawn with `seed`); its `training_model` takes them."""
+        x, y, _ = self.arrays(dataset)
+        return x, y
+
+    def training_group_size(self) -> int:
+        """Examples (what `--batch-size` counts) per row of `training_arrays`: 1 or a
+        group's size."""
+        return 1
+
+    def training_rows(self, batch_size: int) -> int:
+        """Rows of `training_arrays` per batch of `batch_size` examples; an error naming the
+        flags if a batch would split a group."""
+        return batch_size
+
+    def training_model(self, model):
+        """The model `fit` trains: the task model itself, or a wrapper around it that takes
+        `training_arrays` (sharing its weights, so the task model is what gets saved)."""
+        return model
+
     def label_names(self, dataset):
         return None
 

@@ -9,6 +9,15 @@ without the sigmoid's float32 ties near 1). Metrics group the pairs by query
 (`ranking_metrics`: MRR@10, recall@1, recall@k). Two files are written: the pairs in input
 order with a `score` column (`kbz predict rerank`'s contract), and beside it `*.ranked.tsv`,
 each query's candidates from the best score down.
+
+Training is listwise by default (`ranking_loss="listwise"`): the pairs are regrouped into query
+groups (`query_groups`: each relevant pair, then `num_negatives` negatives of its query),
+`tasks.build_group_scorer` scores a group's pairs with the reranker and `tasks.listwise_loss`
+is the softmax cross-entropy of the relevant one, so a bias shared by all pairs (the label
+prior that pointwise training learns first) teaches nothing. `--batch-size` still counts
+pairs: a batch is `batch_size / (1 + num_negatives)` groups. `ranking_loss="pointwise"` trains the
+pairs as they are with sigmoid cross-entropy (`tasks.reranker_loss`). The model saved and
+served is the pair scorer either way.
 """
 
 import dataclasses
@@ -25,15 +34,17 @@ from keras_bert_zoo.finetuning.hard_negatives import (
     embedding_function,
     mine_hard_negatives,
 )
+from keras_bert_zoo.finetuning.query_groups import query_groups
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.saving.atomic import write_text
 from keras_bert_zoo.task_specs import RERANKER
-from keras_bert_zoo.tasks import reranker_loss
+from keras_bert_zoo.tasks import build_group_scorer, listwise_loss, reranker_loss
 from keras_bert_zoo.tokenization.arrays import packed_arrays, token_lists
 
 logger = logging.getLogger(__name__)
 LABELS = ["0", "1"]  # irrelevant, relevant: the label vocabulary a validation file is read with
+LOSSES = RERANKER.option("ranking_loss").choices
 
 
 def ranked_path(path) -> Path:
@@ -64,13 +75,17 @@ class RerankingTask(FinetuningTask):
     """Cross-encoder reranking of (query, passage) pairs, labels 1 (relevant) / 0.
 
     Args:
+        ranking_loss: "listwise" (query groups, softmax cross-entropy) or "pointwise" (pairs,
+            sigmoid cross-entropy); see the module docstring.
         negatives_from: an embedder (preset name or directory, or a `kbz finetune embed`
             run) that mines `num_negatives` hard negatives per training query from the
             training file's passages; None trains on the file's pairs alone.
+        num_negatives: negatives mined per query, and listwise, per query group.
         top_k: the `k` of the `recall_at_<k>` metric (MRR is at 10, recall also at 1).
     """
 
     preprocessor: object
+    ranking_loss: str = RERANKER.default("ranking_loss")
     negatives_from: str | None = RERANKER.default("negatives_from")
     num_negatives: int = RERANKER.default("num_negatives")
     top_k: int = RERANKER.default("top_k")
@@ -78,6 +93,11 @@ class RerankingTask(FinetuningTask):
     sequence_outputs = False  # one logit per pair
 
     def __post_init__(self):
+        if self.ranking_loss not in LOSSES:
+            raise ValueError(
+                f"`ranking_loss` (--ranking-loss) must be one of {list(LOSSES)}. "
+                f"Received: ranking_loss={self.ranking_loss!r}"
+            )
         check_positive_int("num_negatives", self.num_negatives)
         check_positive_int("top_k", self.top_k)
         self._unmined = None  # the training file, until its negatives are mined
@@ -137,6 +157,55 @@ class RerankingTask(FinetuningTask):
         length = self.preprocessor.sequence_length
         warn_truncated(dataset.path, "pairs", lengths, len(dataset.pairs), length)
 
+    def training_arrays(self, dataset: RankingData, seed: int):
+        """Listwise: `[groups, 1 + num_negatives, seq]` arrays and target 0 (the relevant
+        pair) per group; pointwise: the pairs and their labels."""
+        x, y, _ = self.arrays(dataset)
+        if self.ranking_loss == "pointwise":
+            return x, y
+        groups = query_groups(dataset.pairs, self.num_negatives, seed)
+        if groups.without_negatives or groups.without_relevant:
+            logger.warning(
+                "%s: %d queries have no negative and %d no relevant passage: no query group "
+                "trains on them (--ranking-loss listwise; --negatives-from mines negatives).",
+                dataset.path,
+                groups.without_negatives,
+                groups.without_relevant,
+            )
+        if not len(groups.indices):
+            raise ValueError(
+                f"{dataset.path}: no query has both a relevant passage and a negative, so "
+                "there is no query group to train on. Add negatives labelled 0, mine them "
+                "(--negatives-from EMBEDDER), or pass --ranking-loss pointwise."
+            )
+        logger.info(
+            "%d query groups of %d pairs (1 relevant, %d negatives).",
+            len(groups.indices),
+            self.training_group_size(),
+            self.num_negatives,
+        )
+        grouped = {key: value[groups.indices] for key, value in x.items()}
+        return grouped, np.zeros(len(groups.indices), np.int32)
+
+    def training_group_size(self) -> int:
+        return 1 + self.num_negatives if self.ranking_loss == "listwise" else 1
+
+    def training_rows(self, batch_size: int) -> int:
+        size = self.training_group_size()
+        if batch_size % size:
+            raise ValueError(
+                f"--batch-size {batch_size} must be a multiple of {size}, the pairs of a query "
+                f"group (1 relevant + --num-negatives {self.num_negatives}) with --ranking-loss "
+                f"listwise: --batch-size counts pairs. Pass --batch-size "
+                f"{max(size, batch_size // size * size)}, or --ranking-loss pointwise."
+            )
+        return batch_size // size
+
+    def training_model(self, model):
+        if self.ranking_loss == "pointwise":
+            return model
+        return build_group_scorer(model, self.training_group_size())
+
     def label_names(self, dataset):
         return list(LABELS)
 
@@ -144,7 +213,7 @@ class RerankingTask(FinetuningTask):
         return {}
 
     def loss(self, dataset):
-        return reranker_loss()
+        return listwise_loss() if self.ranking_loss == "listwise" else reranker_loss()
 
     def predict(self, dataset, outputs, extra):
         """Each pair's score: its relevance logit."""

@@ -120,8 +120,8 @@ def finetune(config: FinetuneConfig) -> dict:
         if run.finished is not None:
             return run.finished
         output = run.output  # a scratch copy on the processes other than 0 of a run
-        model = _build(job, data, config, distribution)
-        validated = _train(model, job, data, config, distribution, output, run, freeze)
+        model, trained = _build(job, data, config, distribution)
+        validated = _train(model, trained, job, data, config, distribution, output, run, freeze)
         results = _write(model, job, data, config, validated, output)
         run.complete(results)
     logger.info("Validation metrics: %s", results)
@@ -151,7 +151,6 @@ def _prepare(config: FinetuneConfig):
         input_file(flag, path, f"a {task.spec.file_kind} file")
     output_directory("--output", config.output)
     distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
-    check_global_batch(config.batch_size, distribution)
     export = exports.export_on_this_backend(config.export, Path(config.output) / "preset")
     set_precision(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
@@ -159,6 +158,8 @@ def _prepare(config: FinetuneConfig):
         config.preset, sequence_length=config.sequence_length
     )
     job = task(preprocessor, **config.task_options)
+    job.training_rows(config.batch_size)  # a batch that would split a training group stops
+    check_global_batch(config.batch_size, distribution, job.training_group_size())
     return job, distribution, dataclasses.replace(config, export=export)
 
 
@@ -168,8 +169,9 @@ class _Data:
 
     train: object
     validation: object
-    x: dict
+    x: dict  # the training rows (`job.training_arrays`: examples, or groups of them)
     y: object
+    rows: int  # training rows per batch (`job.training_rows`)
     schedule: object
     intervals: list
     interval: int
@@ -181,17 +183,18 @@ def _read(job, config: FinetuneConfig) -> _Data:
     """Both files read, the training set tokenized and its batches planned (errors first)."""
     train = job.read(config.train)
     validation = job.read(config.validation, label_names=job.label_names(train))
-    x, y, _ = job.arrays(train)
+    x, y = job.training_arrays(train, config.seed)
     lengths = batching.real_lengths(x)
-    batch_size, epochs = config.batch_size, config.epochs
+    batch_size, epochs = job.training_rows(config.batch_size), config.epochs
     train_buckets = bucket_choice.training_buckets(
         lengths, batch_size, config.sequence_length, epochs, config.bucketing
     )
     logger.info("Training batches trimmed to the lengths %s.", train_buckets)
     schedule = batching.BatchSchedule(lengths, batch_size, train_buckets, config.seed)
     if len(x["token_ids"]) < batch_size:
+        what = "sequences" if batch_size == config.batch_size else "groups"
         raise ValueError(
-            f"{config.train} gives {len(x['token_ids'])} training sequences, fewer than "
+            f"{config.train} gives {len(x['token_ids'])} training {what}, fewer than "
             f"one batch of {batch_size}; lower --batch-size."
         )
     steps = schedule.steps_per_epoch
@@ -200,11 +203,12 @@ def _read(job, config: FinetuneConfig) -> _Data:
         epochs * steps, interval, f"the run ({epochs} epochs of {steps} steps)"
     )
     x_val, _, extra = job.arrays(validation)
-    return _Data(train, validation, x, y, schedule, intervals, interval, x_val, extra)
+    return _Data(train, validation, x, y, batch_size, schedule, intervals, interval, x_val, extra)
 
 
 def _build(job, data: _Data, config: FinetuneConfig, distribution):
-    """The task model, its LoRA adapters and its optimizer, inside the strategy's scope."""
+    """The task model, its LoRA adapters and its optimizer, inside the strategy's scope;
+    returns it and the model `fit` trains (`job.training_model`: it, or a wrapper)."""
     total = config.epochs * data.schedule.steps_per_epoch
     with distribution.scope():
         model = from_preset(config.preset, task=config.task, **job.task_kwargs(data.train))
@@ -216,29 +220,31 @@ def _build(job, data: _Data, config: FinetuneConfig, distribution):
             config.warmup_fraction,
             loss_scale=config.mixed_precision == "mixed_float16",
         )
-        model.compile(
+        trained = job.training_model(model)
+        trained.compile(
             optimizer=optimizer, loss=job.loss(data.train), jit_compile=config.jit_compile
         )
-    return model
+    return model, trained
 
 
-def _train(model, job, data: _Data, config, distribution, output, run, freeze):
-    """`fit_resumable` over the schedule, validated after every interval; returns the
-    `ValidationCallback` (its history, the best weights) and the newest validation outputs."""
+def _train(model, trained, job, data: _Data, config, distribution, output, run, freeze):
+    """`fit_resumable` of `trained` over the schedule, `model` validated after every
+    interval; returns the `ValidationCallback` (its history, the best weights) and the
+    newest validation outputs."""
     dataset = batching.training_stream(data.x, data.y, data.schedule, job.sequence_outputs)
-    dataset = shard_batches(dataset, config.batch_size, distribution)  # this process's rows
+    dataset = shard_batches(dataset, data.rows, distribution)  # this process's rows
     newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
 
-    def validate(network, warn=False):
+    def validate(network, warn=False):  # `network` is `trained`: validate the task model
         freeze()  # the train steps' traced graphs, before prediction traces its own
         newest.clear()
-        outputs = newest[validation.epoch] = _predict(network, job, data, config)
+        outputs = newest[validation.epoch] = _predict(model, job, data, config)
         return job.evaluate(data.validation, outputs, data.validation_extra, warn=warn)
 
     validation = ValidationCallback(validate, output / "checkpoints", len(data.intervals))
     freeze()  # the model and data: out of the collector's walks (training.heap)
     fit_resumable(
-        model,
+        trained,
         dataset,
         config.epochs * data.schedule.steps_per_epoch,
         data.interval,

@@ -80,8 +80,11 @@ def prediction_buckets(model, sequence_length: int) -> list[int]:
 
 
 def real_lengths(x: dict) -> np.ndarray:
-    """Real tokens of each sequence (padding comes last): the `padding_mask` row sums."""
-    return np.asarray(x["padding_mask"]).astype(bool).sum(-1)
+    """Real tokens of each sequence (padding comes last): the `padding_mask` row sums. An
+    example that is a group of sequences (`[examples, group, length]`: a reranker's query
+    groups) has the length of its longest."""
+    lengths = np.asarray(x["padding_mask"]).astype(bool).sum(-1)
+    return lengths.max(axis=tuple(range(1, lengths.ndim))) if lengths.ndim > 1 else lengths
 
 
 def bucket_ids(lengths: np.ndarray, buckets) -> np.ndarray:
@@ -140,7 +143,8 @@ class BatchSchedule:
 
 
 def _trim(array: np.ndarray, length: int, trim: bool) -> np.ndarray:
-    return array[:, :length] if trim and array.ndim >= 2 else array
+    """The sequence axis (the last: `[batch, length]` or `[batch, group, length]`) cut."""
+    return array[..., :length] if trim and array.ndim >= 2 else array
 
 
 def numpy_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool):
@@ -181,7 +185,7 @@ def training_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool)
         array = np.asarray(array)
         shape = [schedule.batch_size, *array.shape[1:]]
         if trim and array.ndim >= 2 and len(schedule.buckets) > 1:
-            shape[1] = None  # the bucket's length (one bucket: static, as --no-bucketing)
+            shape[-1] = None  # the bucket's length (one bucket: static, as --no-bucketing)
         return tf.TensorSpec(shape, tf.as_dtype(array.dtype))
 
     signature = (

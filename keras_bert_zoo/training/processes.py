@@ -82,17 +82,20 @@ def data_parallel() -> keras.distribution.DataParallel:
     return distribution
 
 
-def check_global_batch(batch_size: int, distribution) -> None:
-    """A global batch splits evenly over the devices of `distribution` (if a Keras one)."""
+def check_global_batch(batch_size: int, distribution, group_size: int = 1) -> None:
+    """A global batch splits evenly over the devices of `distribution` (if a Keras one);
+    `group_size`: examples that train as one row (a reranker's query group), never split."""
     if not isinstance(distribution, keras.distribution.DataParallel):
         return
     devices = distribution.device_mesh.devices.size
-    if batch_size % devices:
+    if batch_size % (devices * group_size):
+        unit = devices * group_size
+        groups = f" groups of {group_size}" if group_size > 1 else ""
         raise ValueError(
             f"--batch-size {batch_size} must be a multiple of the {devices} devices that "
             f"--strategy data-parallel splits each global batch over ({process_count()} "
-            f"processes x {devices // process_count()} devices). Pass --batch-size "
-            f"{-(-batch_size // devices) * devices}, or use fewer devices."
+            f"processes x {devices // process_count()} devices){groups}. Pass --batch-size "
+            f"{-(-batch_size // unit) * unit}, or use fewer devices."
         )
 
 
