@@ -82,9 +82,12 @@ class Dropout(keras.layers.Dropout):
     def _torch_dropout(self, inputs):
         # The (layer seed, call counter) pair of the saved seed state, as one 64-bit seed:
         # distinct per layer and per call, and restored by a checkpoint.
-        first, second = (int(v) & 0xFFFFFFFF for v in self.seed_generator.next().tolist())
-        generator = torch.Generator(device=inputs.device)
-        generator.manual_seed((first << 32) | second)
+        generator = None  # shapes only ("meta" tensors, Keras' output-spec pass): no draw
+        if inputs.device.type != "meta":
+            state = self.seed_generator.next().tolist()
+            first, second = (int(v) & 0xFFFFFFFF for v in state)
+            generator = torch.Generator(device=inputs.device)
+            generator.manual_seed((first << 32) | second)
         noise = torch.rand(inputs.shape, generator=generator, device=inputs.device)
         scaled = inputs * (1.0 / (1.0 - self.rate))
         return torch.where(noise >= self.rate, scaled, torch.zeros_like(inputs))
