@@ -17,7 +17,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "keras_bert_zoo"
 # Lowest first. A module may import modules of its own rank or below, never above.
 RANKS = [
     {"layers", "choices", "task_specs", "console", "architecture", "_lazy", "extras"},
-    {"model", "encoder", "pretraining", "tasks", "metrics", "ranking_metrics", "lora"},
+    {
+        "model",
+        "encoder",
+        "pretraining",
+        "tasks",
+        "group_scoring",
+        "metrics",
+        "ranking_metrics",
+        "lora",
+    },
     {"saving"},
     {"checkpoints"},
     {"presets"},
