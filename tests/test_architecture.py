@@ -125,9 +125,15 @@ def test_imports_never_climb_to_a_higher_layer():
     assert not climbs, "\n".join(climbs)
 
 
+# Modules that import TensorFlow at their top, imported inside the function that needs them so
+# that JAX and PyTorch never import TensorFlow where it happens to be installed (issue 28).
+TENSORFLOW_IMPLEMENTATIONS = {"keras_bert_zoo.tokenization.graph"}
+
+
 def test_function_level_imports_are_rare_and_give_a_reason():
     """Only a command of the CLI imports its job inside a function (so `kbz --help` stays
-    instant); every function-level import says why in a comment on its line."""
+    instant), and a TensorFlow implementation is imported where it is used; every
+    function-level import says why in a comment on its line."""
     problems = []
     for name, path in MODULES.items():
         lines = path.read_text().splitlines()
@@ -138,7 +144,12 @@ def test_function_level_imports_are_rare_and_give_a_reason():
             for node in ast.walk(fn):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     text = lines[node.lineno - 1]
-                    package = "keras_bert_zoo" in text and not name.startswith(CLI)
+                    module = getattr(node, "module", None)  # `from module import name`
+                    targets = {a.name for a in node.names} | {
+                        f"{module}.{a.name}" for a in node.names
+                    }
+                    lazy_tf = bool(targets & TENSORFLOW_IMPLEMENTATIONS)
+                    package = "keras_bert_zoo" in text and not name.startswith(CLI) and not lazy_tf
                     if package or "#" not in text:
                         problems.append(f"{name}:{node.lineno}: {text.strip()}")
     assert not problems, "\n".join(problems)
@@ -182,6 +193,28 @@ def test_import_and_command_line_help_load_neither_keras_nor_tensorflow():
         "print(kbz.__version__)\n"
     )
     assert out.splitlines() == ["[]", __import__("keras_bert_zoo").__version__]
+
+
+@pytest.mark.e2e  # a fresh interpreter
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_jax_and_torch_jobs_never_import_an_installed_tensorflow(backend):
+    """TensorFlow is installed here (this suite's own backend), yet every job on JAX or
+    PyTorch and the tokenizer on Python strings leave it unimported: a user with TensorFlow
+    in the same environment pays neither its start-up nor its CUDA pins (issue 28)."""
+    out = _python(
+        "import sys\n"
+        "import keras_bert_zoo as kbz\n"
+        "from keras_bert_zoo.cli import commands\n"
+        "from keras_bert_zoo.jobs import embed, finetune, finetune_embed, predict, pretrain\n"
+        "from keras_bert_zoo.data.pretraining import text\n"
+        "preprocessor = kbz.BertPreprocessor.from_preset('bert_tiny_en_uncased', "
+        "sequence_length=16)\n"
+        "print(preprocessor(['A first text.', 'and a second']) ['token_ids'].shape)\n"
+        "print(len(text.expand_input_patterns(sys.executable)))\n"
+        "print(sorted(m for m in ('tensorflow', 'tensorflow_text') if m in sys.modules))\n",
+        KERAS_BACKEND=backend,
+    )
+    assert out.splitlines() == ["(2, 16)", "1", "[]"]
 
 
 def test_public_names_resolve():

@@ -81,7 +81,7 @@ class BertPreprocessor(keras.layers.Layer):
                 f"{len(segments)} segments, sequence_length={self.sequence_length}."
             )
         if wordpiece.uses_graph(*segments):  # one switch for the tokenizer and the packer
-            return wordpiece.graph.pack_segments(self, segments)
+            return wordpiece.graph_ops().pack_segments(self, segments)
         return self._pack_on_host(segments)
 
     def _pack_on_host(self, segments):

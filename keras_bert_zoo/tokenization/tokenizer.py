@@ -22,6 +22,7 @@ Invalid UTF-8 is read as U+FFFD, which BERT's cleaning drops (like `bytes.decode
 "replace")` before `tokenizers`). Empty or blank text gives no tokens, so `[CLS] [SEP]` packed.
 """
 
+import functools
 import os
 import sys
 
@@ -32,11 +33,17 @@ from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
 from keras_bert_zoo.tokenization.host import HostWordPiece
 
-# With TensorFlow installed its graph serves tf.data and SavedModels on every backend.
-if tensorflow_installed():
-    from keras_bert_zoo.tokenization import graph
-else:
-    graph = None
+
+@functools.cache
+def graph_ops():
+    """`tokenization.graph` (the TensorFlow ops), or None without tensorflow-text. Imported on
+    first use: on JAX and PyTorch, Python strings never import TensorFlow, installed or not."""
+    if not tensorflow_installed():
+        return None
+    from keras_bert_zoo.tokenization import graph  # TensorFlow only where it is wanted
+
+    return graph
+
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -46,10 +53,10 @@ def uses_graph(*inputs) -> bool:
     TensorFlow tensors (tf.data, tf.function) and whenever Keras runs on TensorFlow."""
     tf = sys.modules.get("tensorflow")  # a TensorFlow tensor means TensorFlow is imported
     if tf is not None and any(isinstance(x, (tf.Tensor, tf.RaggedTensor)) for x in inputs):
-        if graph is None:
+        if graph_ops() is None:
             require_tensorflow("Tokenizing TensorFlow tensors", "tensorflow_text")
         return True
-    return graph is not None and keras.backend.backend() == "tensorflow"
+    return keras.backend.backend() == "tensorflow" and graph_ops() is not None
 
 
 def _vocabulary_source(vocabulary, tokens):
@@ -131,7 +138,7 @@ class BertTokenizer(keras.layers.Layer):
         on_graph = uses_graph(*inputs)
         key = "_graph_wordpiece" if on_graph else "_host_wordpiece"
         if key not in self.__dict__:
-            self.__dict__[key] = (graph.GraphWordPiece if on_graph else HostWordPiece)(self)
+            self.__dict__[key] = (graph_ops().GraphWordPiece if on_graph else HostWordPiece)(self)
         return self.__dict__[key]
 
     @classmethod

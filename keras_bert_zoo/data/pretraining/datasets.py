@@ -29,10 +29,12 @@ import numpy as np
 from keras_bert_zoo.data.pretraining import text
 from keras_bert_zoo.data.pretraining.features import locate, model_inputs, stream_seed
 from keras_bert_zoo.data.pretraining.records import feature_spec
-from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow, tensorflow_installed
+from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow
 
-# TFRecords are TensorFlow's, on any backend; without it, `RecordStream` names the extra.
-tf = require_tensorflow(TF_RECORDS) if tensorflow_installed("tensorflow") else None
+# TFRecords are TensorFlow's, on any backend. Imported by `require_records` (every
+# `RecordStream` calls it; without TensorFlow it names the extra), so that pretraining from
+# text on JAX or PyTorch never imports TensorFlow, installed or not.
+tf = None
 READING = f"{TF_RECORDS} (kbz pretrain --input-file; --text-file pretrains without TensorFlow)"
 
 _FOREVER = 2**62  # passes of an endless stream
@@ -59,10 +61,10 @@ def _check_record_shapes(path: str, max_seq_length: int, max_predictions_per_seq
 
 
 def require_records() -> None:
-    """`MissingExtraError` naming the extra unless TensorFlow is installed (TFRecords need it),
-    so a job can say so before any work."""
-    if tf is None:
-        require_tensorflow(READING)
+    """Imports TensorFlow for TFRecords, or raises `MissingExtraError` naming the extra, so a
+    job can say so before any work."""
+    global tf
+    tf = require_tensorflow(READING)
 
 
 class RecordStream:

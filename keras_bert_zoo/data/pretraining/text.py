@@ -1,8 +1,8 @@
 """Pretraining text input: vocabulary, documents of sentences, sentence splitting, tokenizing.
 
 Documents are lists of sentences; after tokenizing, each sentence is an int32 id array.
-Files are read through `tf.io.gfile` where TensorFlow is installed (remote paths such as
-gs://), through plain Python elsewhere; tokenizing takes `kbz.BertTokenizer` on any backend.
+Local files are read with plain Python, remote ones (gs://, hdfs://: any `scheme://`) through
+`tf.io.gfile`, which needs TensorFlow; tokenizing takes `kbz.BertTokenizer` on any backend.
 
 >>> [documents] = read_and_tokenize(["wiki.txt"], tokenize_lines, vocabulary_info(tokens))
 """
@@ -20,14 +20,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from keras_bert_zoo.data.readers import gunzip
-from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow, tensorflow_installed
+from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.saving.vocabulary import is_uncased, load_vocabulary
 from keras_bert_zoo.tokenization import BertTokenizer
-
-# Files through tf.io.gfile where TensorFlow is installed (gs:// and other remote paths),
-# through plain Python where it is not.
-gfile = require_tensorflow("Remote files").io.gfile if tensorflow_installed("tensorflow") else None
 
 logger = logging.getLogger(__name__)
 
@@ -174,12 +170,22 @@ def documents_from_lines(lines: Iterable, input_format: str = "sentence_per_line
     return [document for document in documents if document]
 
 
+def _gfile(path: str):
+    """`tf.io.gfile` for a remote path (`scheme://`), None for a local one: TensorFlow is
+    imported only where a remote file asks for it, never on JAX or PyTorch with local files."""
+    if "://" not in str(path):
+        return None
+    return require_tensorflow(f"Reading {str(path).split('://')[0]}:// paths").io.gfile
+
+
 def _isdir(path: str) -> bool:
+    gfile = _gfile(path)
     return gfile.isdir(path) if gfile else os.path.isdir(path)
 
 
 def read_text(path: str) -> str:
     """A UTF-8 text file's content (gzip read transparently, whatever its name)."""
+    gfile = _gfile(path)
     with gfile.GFile(path, "rb") if gfile else open(path, "rb") as handle:
         content = gunzip(handle.read())
     try:
@@ -195,6 +201,7 @@ def expand_input_patterns(patterns, flag: str = "--input_file") -> list:
         patterns = str(patterns).split(",")
     files = []
     for pattern in (str(p).strip() for p in patterns):
+        gfile = _gfile(pattern)
         found = gfile.glob(pattern) if gfile else glob.glob(pattern)
         matches = sorted(m for m in found if not _isdir(m))
         if pattern and _isdir(pattern):
