@@ -245,6 +245,7 @@ def _finetune(preset, train, output):
     )  # fmt: skip
 
 
+@pytest.mark.e2e  # a kill, then the run again
 def test_an_interrupted_lora_run_resumes_to_the_uninterrupted_weights(
     tiny_preset, tmp_path, monkeypatch
 ):

@@ -73,6 +73,7 @@ def _checkpoints(output: Path) -> list:
     return json.loads(state.read_text())["checkpoints"] if state.exists() else []
 
 
+@pytest.mark.e2e  # a kill, then the run again
 def test_a_timed_checkpoint_inside_an_interval_resumes_exactly(tmp_path, monkeypatch):
     _pretrain(tmp_path / "straight")
     ticks = itertools.count(0, 50)  # a fake clock: 50 s pass at every look
@@ -247,6 +248,7 @@ def test_several_sigkills_at_random_moments_and_during_writes_then_same_command(
     _assert_same_weights(tmp_path / "straight", output)
 
 
+@pytest.mark.e2e  # a kill, then the run again
 @pytest.mark.parametrize("bucketing", [False, True])
 def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(
     tmp_path, monkeypatch, bucketing

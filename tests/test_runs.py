@@ -361,6 +361,7 @@ def keep_checkpoints_at_completion(monkeypatch):
     monkeypatch.setattr(RunDirectory, "complete", lambda self, metrics: None)
 
 
+@pytest.mark.e2e  # a kill, a damaged file, the run again
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, monkeypatch, caplog):
     _pretrain(tmp_path / "straight", num_train_steps=8, checkpoint_every=2)
     monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: Kill(step=7))
@@ -382,6 +383,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, monk
     _assert_same_weights(tmp_path / "straight", tmp_path / "damaged")  # steps 5-8 re-trained
 
 
+@pytest.mark.e2e  # two runs
 def test_pretraining_checkpoints_by_default(tmp_path, monkeypatch, keep_checkpoints_at_completion):
     monkeypatch.setattr(pretrain_runs, "DEFAULT_CHECKPOINT_EVERY", 2)  # 1000 in real runs
     _pretrain(tmp_path / "default", num_train_steps=6, checkpoint_every=None)
@@ -390,6 +392,7 @@ def test_pretraining_checkpoints_by_default(tmp_path, monkeypatch, keep_checkpoi
     assert [c["step"] for c in _checkpoints(tmp_path / "short")] == [2, 3]
 
 
+@pytest.mark.e2e  # the run again
 def test_a_finished_run_keeps_its_results_and_says_so(tmp_path, caplog):
     first = _pretrain(tmp_path / "run", num_train_steps=4)
     record = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -400,6 +403,7 @@ def test_a_finished_run_keeps_its_results_and_says_so(tmp_path, caplog):
     assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == first
 
 
+@pytest.mark.e2e  # two runs
 def test_a_different_run_in_the_same_output_is_refused_with_the_differences(tmp_path):
     _pretrain(tmp_path / "run", num_train_steps=4)
     with pytest.raises(
@@ -486,6 +490,7 @@ def test_flags_xla_is_the_default():
         assert build_parser().parse_args([*command, "--no-bucketing"]).bucketing is False
 
 
+@pytest.mark.e2e  # two runs
 def test_a_shorter_last_interval_trains_exactly_the_steps_of_one_straight_run(
     tmp_path, keep_checkpoints_at_completion
 ):
@@ -580,6 +585,7 @@ def _finetune(tiny_preset, train, validation, output):
     )
 
 
+@pytest.mark.e2e  # a kill, then the run again
 def test_interrupted_bucketed_finetuning_resumes_to_the_same_weights(
     tiny_preset, tmp_path, monkeypatch
 ):

@@ -122,6 +122,7 @@ def test_overwrite_deletes_only_what_a_run_wrote(tmp_path):
 # --- 3: kbz export --overwrite never deletes a file it did not write -------------------------
 
 
+@pytest.mark.e2e  # three exports
 @pytest.mark.parametrize("onnx", [False, True])
 def test_export_refuses_a_folder_of_foreign_files_naming_them(
     classifier_preset, tmp_path, capsys, onnx
@@ -158,6 +159,7 @@ def test_convert_overwrite_replaces_its_own_output_only(tiny_preset, tmp_path, c
 # --- 5, 11: resumes say so; pretraining counts steps; logs get plain lines ---------------
 
 
+@pytest.mark.e2e  # kills, then the runs again
 def test_resume_and_restart_say_so_and_pretraining_counts_steps(tmp_path, monkeypatch, capsys):
     output = tmp_path / "run"
     monkeypatch.setattr(pretrain_runs, "tensorboard", lambda output: Kill(step=3))
