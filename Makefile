@@ -21,8 +21,10 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 # Two tiers (keras-hub's large / extra_large pattern): `make test` is the fast tier a newcomer
-# runs; `make test-e2e` the end-to-end tier (subprocess CLIs, kills, multi-worker, examples,
-# reference parity), `make test-slow` the heaviest checks; `make test-all` runs all three.
+# runs; `make test-e2e` the end-to-end tier (subprocess CLIs, kills and resumes, a job run
+# again, multi-worker, examples, reference parity and ONNX Runtime, BERT-Base-size builds),
+# `make test-slow` the heaviest checks; `make test-all` runs all three. A fast-tier test runs a
+# job at most once.
 # One pytest process per Keras backend: TensorFlow runs every module but the other backends';
 # JAX and PyTorch run their tests/test_backend_<name>*.py (conftest.py collects only those).
 # pytest exits 5 when a tier holds no test of a backend: that is not a failure.

@@ -70,6 +70,7 @@ def exported(tmp_path_factory):
 @pytest.mark.parametrize(
     "task", ["classifier", "tagger", "question_answerer", "embedder", "encoder"]
 )
+@pytest.mark.e2e  # tf2onnx conversions and ONNX Runtime: another runtime's parity
 def test_onnx_runtime_equals_keras_at_any_batch_and_length(exported, task, tmp_path):
     model, session, _ = exported[task]
     assert [i.name for i in session.get_inputs()] == ["token_ids", "segment_ids", "padding_mask"]
@@ -88,6 +89,7 @@ def test_onnx_runtime_equals_keras_at_any_batch_and_length(exported, task, tmp_p
     assert set(signature.structured_outputs) == {o.name for o in session.get_outputs()}
 
 
+@pytest.mark.e2e  # tf2onnx conversions and ONNX Runtime: another runtime's parity
 @pytest.mark.parametrize("task", ["classifier", "tagger", "embedder"])
 def test_extra_padding_changes_nothing_in_onnx_runtime(exported, task):
     _, session, _ = exported[task]
@@ -128,6 +130,7 @@ def _tiny_preset(tmp_path, model):
     return kbz.save_preset(model, tmp_path / "preset", vocabulary=vocabulary, lowercase=True)
 
 
+@pytest.mark.e2e  # tf2onnx conversions and ONNX Runtime: another runtime's parity
 def test_kbz_export_onnx_from_a_preset_directory(tmp_path, capsys, monkeypatch):
     from tokenizers import BertWordPieceTokenizer
 
@@ -174,6 +177,7 @@ def test_kbz_export_onnx_from_a_preset_directory(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.e2e  # tf2onnx conversions and ONNX Runtime: another runtime's parity
 def test_kbz_export_int8_savedmodel_serves_the_keras_quantized_model(tmp_path):
     keras.utils.set_random_seed(6)
     encoder = kbz.build_encoder(**{**TINY, "vocabulary_size": 30522})
@@ -191,6 +195,7 @@ def test_kbz_export_int8_savedmodel_serves_the_keras_quantized_model(tmp_path):
     np.testing.assert_allclose(got, probabilities, atol=1e-5)
 
 
+@pytest.mark.e2e  # tf2onnx conversions and ONNX Runtime: another runtime's parity
 def test_kbz_export_embedder_of_a_plain_encoder_preset(tmp_path, capsys):
     keras.utils.set_random_seed(8)
     encoder = kbz.build_encoder(**{**TINY, "vocabulary_size": 30522})
@@ -242,6 +247,7 @@ def test_minilm_onnx_embedder_equals_sentence_transformers_and_int8_stays_close(
     assert size < (tmp_path / "fp32" / "model.onnx").stat().st_size / 3
 
 
+@pytest.mark.e2e  # tf2onnx conversions and ONNX Runtime: another runtime's parity
 def test_kbz_export_of_a_sentence_transformers_preset_serves_embeddings(minilm_preset, tmp_path):
     """`kbz export` of the converted all-MiniLM-L6-v2 gives the embedder by default: the
     string-in SavedModel returns `embeddings` equal to `SentenceTransformer.encode`."""
@@ -256,6 +262,7 @@ def test_kbz_export_of_a_sentence_transformers_preset_serves_embeddings(minilm_p
     np.testing.assert_allclose(served, reference["embeddings"], atol=1e-5)
 
 
+@pytest.mark.e2e  # tf2onnx conversions and ONNX Runtime: another runtime's parity
 def test_int8_onnx_is_smaller_and_close_to_float(exported, tmp_path):
     """Dynamic int8 on the tiny embedder: per-channel weight rounding is at most half of
     1/127 of a channel's largest weight, so the unit vectors keep their direction (cosine
