@@ -340,7 +340,7 @@ def test_in_batch_similarity_is_scaled_cosine():
 
 
 def test_distinct_batches_never_repeat_a_text():
-    from keras_bert_zoo.jobs.finetune_embed import distinct_batches
+    from keras_bert_zoo.training.distinct_batches import distinct_batches
 
     pairs = [(f"q{i}", f"p{i % 5}") for i in range(40)]  # 8 questions per paragraph
     batches = distinct_batches(pairs, 4, seed=0)
@@ -357,7 +357,7 @@ def test_distinct_batches_never_repeat_a_text():
     [("", "is empty"), ("query\tpositive\nonly one field\n", "pair 1: expected `query<TAB>")],
 )
 def test_bad_pairs_files_are_named(content, message, tmp_path):
-    from keras_bert_zoo.jobs.finetune_embed import read_pairs
+    from keras_bert_zoo.data.pairs_reader import read_pairs
 
     (tmp_path / "p.tsv").write_text(content)
     with pytest.raises(ValueError, match=message):
