@@ -119,6 +119,9 @@ def test_the_kept_epoch_is_the_best_mrr_or_the_last_and_its_weights_are_written(
     targets = [positives.index(p) for _, p in texts]
     assert recall_at_k(queries, index, targets) == pytest.approx(metrics["after"], abs=1e-5)
     assert metrics["train_pairs"] == metrics["validation_pairs"] == len(texts)
+    if keep == "best":  # a run directory as --preset goes on from its embedder
+        again = _finetune(output, pairs, tmp_path / "again", "--epochs", "1")
+        assert again["before"] == pytest.approx(metrics["after"], abs=1e-5)
 
 
 def test_finetune_embed_in_mixed_precision_trains(tiny_preset, pairs, tmp_path):

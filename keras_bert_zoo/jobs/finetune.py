@@ -20,7 +20,6 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.extras import TENSORFLOW_EXTRA, tensorflow_installed
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import (
     check_flags,
@@ -31,11 +30,13 @@ from keras_bert_zoo.jobs.checks import (
     output_directory,
 )
 from keras_bert_zoo.jobs.config import FinetuneConfig
+from keras_bert_zoo.jobs.logs import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.jobs.validation import ValidationCallback
 from keras_bert_zoo.lora import enable_lora, merge_lora
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
+from keras_bert_zoo.presets.sources import is_run_directory
 from keras_bert_zoo.saving.adapters import save_lora_weights
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
@@ -48,28 +49,6 @@ from keras_bert_zoo.training.processes import check_global_batch, shard_batches
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 logger = logging.getLogger(__name__)
-
-
-class TensorBoard(keras.callbacks.TensorBoard):
-    """Keras' TensorBoard callback, with the epoch scalars always written.
-
-    Keras 3.15 writes epoch scalars inside the `record_if` of the last batch, so with an
-    integer `update_freq` that the step count does not hit they are dropped: fit for 8 steps
-    with `update_freq=50` logged no `epoch_loss` at all (`tests/test_runs.py` checks ours).
-    """
-
-    def on_epoch_end(self, epoch, logs=None):
-        with self.summary.record_if(True):
-            super().on_epoch_end(epoch, logs)
-
-
-def tensorboard(output: Path) -> keras.callbacks.Callback:
-    """Loss every 50 steps; per interval the loss, learning rate and validation metrics.
-    Keras writes them with `tf.summary`: without TensorFlow, a callback that does nothing."""
-    if not tensorflow_installed():
-        logger.info("No TensorBoard logs: they need TensorFlow (%s).", TENSORFLOW_EXTRA)
-        return keras.callbacks.Callback()
-    return TensorBoard(str(output / "logs"), update_freq=50)
 
 
 def write_lora_outputs(model, rank, output: Path):
@@ -131,6 +110,8 @@ def finetune(config: FinetuneConfig) -> dict:
 
 def _prepare(config: FinetuneConfig):
     """Every check of the settings and files, before any work and before --output exists."""
+    if is_run_directory(config.preset):  # a finished run's model: its preset/
+        config = dataclasses.replace(config, preset=str(Path(config.preset) / "preset"))
     if config.task not in FINETUNING_TASKS:
         raise ValueError(
             f"Unknown fine-tuning task {config.task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
