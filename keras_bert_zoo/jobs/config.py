@@ -127,14 +127,14 @@ class FinetuneConfig(RunConfig):
     export: bool = setting(True, "write the SavedModel export/1", identity=False)
     keep: str = setting(
         "best",
-        "weights written out: the best validation epoch's or the last ones",
+        "weights written out: the best validation epoch's (embed: by MRR) or the last ones",
         choices=("best", "last"),
     )
     bucketing: bool = setting(
         True,
-        "batches of similar length trimmed to a few lengths chosen from the training set "
-        "(multiples of 8; validation: 16, 32, 64, ...); --no-bucketing pads every batch to "
-        "--sequence-length",
+        "batches of similar length (embed: of distinct texts) trimmed to a few lengths chosen "
+        "from the training set (multiples of 8; validation: 16, 32, 64, ...); --no-bucketing "
+        "pads every batch to --sequence-length",
     )
     overwrite: bool = setting(False, _OVERWRITE, record=False)
     verbose: object = setting("auto", "Keras' progress output", identity=False, flag=False)
