@@ -1,11 +1,21 @@
-"""Training a reranker on query groups: `build_group_scorer` scores each group's pairs with
-the reranker's own weights, `listwise_loss` is the softmax cross-entropy of the relevant pair
-(first) against its group. Exported from `kbz.tasks` beside `build_reranker`.
+"""Training on groups of sequences, through a wrapper around the task model (its weights).
+
+- A reranker on query groups: `build_group_scorer` scores each group's pairs with the
+  reranker's own weights, `listwise_loss` is the softmax cross-entropy of the relevant pair
+  (first) against its group.
+- An embedder on (query, positive) pairs with in-batch negatives: `build_contrastive_trainer`
+  embeds both texts of each pair with the embedder and gives the `[batch, batch]` scaled
+  cosine similarities, `in_batch_negatives_loss` the cross-entropy of each query's own
+  positive (sentence-transformers' MultipleNegativesRankingLoss).
+
+Exported from `kbz.tasks` beside `build_reranker` and `build_embedder`.
 """
 
 import keras
+from keras import ops
 
 from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.layers.pooling import InBatchSimilarity
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -68,3 +78,44 @@ def listwise_loss() -> keras.losses.Loss:
     pairs cancels, so only their order is learnt. Targets are the index of the relevant pair.
     """
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def build_contrastive_trainer(
+    embedder: keras.Model, scale: float = 20.0, name: str = "contrastive_trainer"
+) -> keras.Model:
+    """`embedder`'s in-batch similarities of (query, positive) pairs: inputs `[pairs, 2,
+    length]` (the query, then its positive), outputs `[pairs, pairs]` logits, `scale` x the
+    cosine of query i and positive j, through `embedder` itself (no weights of its own).
+    Train it with `in_batch_negatives_loss()`; save and serve `embedder`.
+
+    >>> trainer = kbz.tasks.build_contrastive_trainer(embedder)
+    >>> trainer.compile("adam", kbz.tasks.in_batch_negatives_loss())
+    """
+    inputs = {
+        key: keras.Input(shape=(2, None), dtype=tensor.dtype, name=key)
+        for key, tensor in embedder.input.items()
+    }
+    merge = MergeGroups(name="merge_pairs")
+    vectors = embedder({key: merge(value) for key, value in inputs.items()})
+    pairs = ops.reshape(vectors, (-1, 2, ops.shape(vectors)[-1]))
+    logits = InBatchSimilarity(scale, name="in_batch_similarity")(pairs[:, 0], pairs[:, 1])
+    return keras.Model(inputs, logits, name=name)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class InBatchNegativesLoss(keras.losses.Loss):
+    """Softmax cross-entropy of `[batch, batch]` logits with target i for row i: each
+    query's own positive against the batch's other positives. The targets are the rows'
+    positions, made here, so the `y` given is ignored (a row's target never depends on
+    where the batch schedule put it); under `tf.distribute` each replica's batch is its own.
+    """
+
+    def call(self, y_true, y_pred):
+        targets = ops.arange(ops.shape(y_pred)[0], dtype="int32")
+        return keras.losses.sparse_categorical_crossentropy(targets, y_pred, from_logits=True)
+
+
+def in_batch_negatives_loss() -> keras.losses.Loss:
+    """`InBatchNegativesLoss`: sentence-transformers' MultipleNegativesRankingLoss on the
+    logits of `build_contrastive_trainer`."""
+    return InBatchNegativesLoss(name="in_batch_negatives")

@@ -79,3 +79,34 @@ def ranking_scores(queries, labels, scores, k: int = 10) -> dict:
         "recall_at_1": recall_at_k(queries, labels, scores, 1),
         f"recall_at_{k}": recall_at_k(queries, labels, scores, k),
     }
+
+
+def retrieval_ranks(query_vectors, index_vectors, targets) -> np.ndarray:
+    """The 1-based rank of each query's target row of the index by dot product (cosine
+    similarity for normalised vectors); an index row that ties the target ranks below it.
+
+    >>> kbz.ranking_metrics.retrieval_ranks([[1.0, 0.0]], [[0.0, 1.0], [1.0, 0.0]], [1])
+    array([1])
+    """
+    scores = np.asarray(query_vectors, np.float32) @ np.asarray(index_vectors, np.float32).T
+    targets = np.asarray(targets)
+    if targets.shape != (scores.shape[0],) or targets.min() < 0 or targets.max() >= scores.shape[1]:
+        raise ValueError(
+            f"`targets` must give one index row (0..{scores.shape[1] - 1}) per query "
+            f"({scores.shape[0]}). Received shape {targets.shape}."
+        )
+    target_scores = scores[np.arange(len(targets)), targets]
+    return 1 + np.sum(scores > target_scores[:, None], axis=1)
+
+
+def retrieval_scores(ranks, ks=(1, 5)) -> dict:
+    """`recall@k` (the share of queries whose target ranks in the top k) for each k, and
+    `mrr`, the mean reciprocal rank, of `retrieval_ranks`' ranks.
+
+    >>> kbz.ranking_metrics.retrieval_scores([1, 2, 8])
+    {'recall@1': 0.3333333333333333, 'recall@5': 0.6666666666666666, 'mrr': 0.5416666666666666}
+    """
+    ranks = np.asarray(ranks)
+    result = {f"recall@{k}": float(np.mean(ranks <= k)) for k in ks}
+    result["mrr"] = float(np.mean(1.0 / ranks))
+    return result

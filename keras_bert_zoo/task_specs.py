@@ -212,7 +212,7 @@ QUESTION_ANSWERER = TaskSpec(
         settings=frozenset(),
     ),
 )
-# Its engine is `jobs.finetune_embed` (contrastive, in-batch negatives), not `finetuning`.
+# Contrastive, in-batch negatives (`finetuning.embedding`); validated by retrieval.
 EMBEDDER = TaskSpec(
     name="embedder",
     cli_name="embed",

@@ -18,7 +18,8 @@ Every builder extends the encoder's graph (inputs `token_ids`, `segment_ids`,
   pair against its group's negatives), or on pairs with `reranker_loss()` (sigmoid
   cross-entropy on 0/1 labels, sentence-transformers' CrossEncoder).
 - `build_embedder`: `[batch, hidden]` sentence vectors (mean / cls / max pooling over real
-  tokens, L2-normalised by default), as sentence-transformers computes them.
+  tokens, L2-normalised by default), as sentence-transformers computes them; train it on
+  (query, positive) pairs through `build_contrastive_trainer` with `in_batch_negatives_loss()`.
 
 Each returns a `BertModel` whose `task` and `task_config` (all the builder's settings) are
 part of its Keras config: `.keras` files, presets and exports read them back. New heads
@@ -31,7 +32,12 @@ import inspect
 import keras
 
 from keras_bert_zoo.encoder import first_token_pooled_output
-from keras_bert_zoo.group_scoring import build_group_scorer, listwise_loss  # noqa: F401
+from keras_bert_zoo.group_scoring import (  # noqa: F401
+    build_contrastive_trainer,
+    build_group_scorer,
+    in_batch_negatives_loss,
+    listwise_loss,
+)
 from keras_bert_zoo.layers.common import INITIALIZER_STDDEV, check_positive_int, check_rate
 from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.heads import SpanLogits

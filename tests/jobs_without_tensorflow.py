@@ -22,6 +22,7 @@ from safetensors.numpy import load_file
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.extras import MissingExtraError, tensorflow_installed
+from keras_bert_zoo.jobs import finetune as finetune_job
 from keras_bert_zoo.jobs import pretrain as pretrain_job
 from keras_bert_zoo.jobs.embed import load_embedder
 from keras_bert_zoo.training import batching
@@ -159,6 +160,29 @@ def check_finetune_embed(tmp_path):
     embedder, preprocessor = load_embedder(run)  # the run's preset and sequence length
     expected = keras.ops.convert_to_numpy(embedder(preprocessor(texts)))
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), expected, atol=1e-5)
+
+
+def check_finetune_embed_resumes(tmp_path):
+    """`kbz finetune embed` killed after step 5 (its checkpoint: step 4) and run again ends
+    with the weights of the uninterrupted run: its distinct-text batches are a pure function
+    of the seed and the step, as every task's (issue 29)."""
+    lines = (DATA / "sst2_train_head.tsv").read_text().splitlines()[1:]
+    words = [line.rsplit("\t", 1)[0].split() for line in lines]
+    pairs = [(" ".join(w[: len(w) // 2]), " ".join(w[len(w) // 2 :])) for w in words if len(w) > 5]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{q}\t{p}\n" for q, p in dict(pairs[:64]).items()))
+    preset = tiny_preset(tmp_path / "tiny")
+    argv = ["finetune", "embed", "--preset", str(preset), "--train", str(tmp_path / "pairs.tsv")]
+    argv += ["--validation", str(tmp_path / "pairs.tsv"), "--batch-size", "8"]
+    argv += ["--sequence-length", "32", "--checkpoint-every", "4", *FAST]
+    assert main([*argv, "--output", str(tmp_path / "straight")]) == 0
+    with mock.patch.object(finetune_job, "tensorboard", lambda output: Kill(step=5)):
+        assert main([*argv, "--output", str(tmp_path / "killed")]) == 130
+    assert main([*argv, "--output", str(tmp_path / "killed")]) == 0  # the same command again
+    straight, resumed = (load_file(tmp_path / run / "preset" / "model.weights.safetensors")
+                         for run in ("straight", "killed"))  # fmt: skip
+    assert straight.keys() == resumed.keys()
+    for name in straight:
+        np.testing.assert_allclose(resumed[name], straight[name], atol=1e-6, err_msg=name)
 
 
 def _run(directory, kill_at=None):

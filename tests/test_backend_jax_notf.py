@@ -37,6 +37,10 @@ def test_finetune_embed_then_embed_with_the_run(tmp_path):
     jobs.check_finetune_embed(tmp_path)
 
 
+def test_a_killed_finetune_embed_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
+    jobs.check_finetune_embed_resumes(tmp_path)
+
+
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
     jobs.check_exact_resume(tmp_path)
 

@@ -339,8 +339,25 @@ def test_in_batch_similarity_is_scaled_cosine():
     np.testing.assert_allclose(out, 20.0 * unit(q) @ unit(p).T, atol=1e-5)
 
 
+def test_contrastive_trainer_scores_every_query_against_every_positive():
+    """`[pairs, 2, length]` in (query, positive), `20 x cos(query_i, positive_j)` out, through
+    the embedder's own weights; the loss's target of row i is i, whatever `y` says."""
+    keras.utils.set_random_seed(0)
+    embedder = kbz.build_embedder(kbz.build_encoder(**TINY))
+    trainer = kbz.tasks.build_contrastive_trainer(embedder)
+    assert len(trainer.weights) == len(embedder.weights)
+    queries, positives = random_inputs(batch=4, seed=1), random_inputs(batch=4, seed=2)
+    logits = np.asarray(trainer({k: np.stack([queries[k], positives[k]], 1) for k in queries}))
+    q, p = np.asarray(embedder(queries)), np.asarray(embedder(positives))
+    np.testing.assert_allclose(logits, 20.0 * q @ p.T, atol=1e-4)  # normalised vectors
+    shifted = logits - logits.max(1, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+    loss = kbz.tasks.in_batch_negatives_loss()(np.full(4, 3), logits)
+    np.testing.assert_allclose(float(loss), -np.mean(np.diag(log_softmax)), rtol=1e-5)
+
+
 def test_distinct_batches_never_repeat_a_text():
-    from keras_bert_zoo.jobs.finetune_embed import distinct_batches
+    from keras_bert_zoo.training.distinct_batches import distinct_batches
 
     pairs = [(f"q{i}", f"p{i % 5}") for i in range(40)]  # 8 questions per paragraph
     batches = distinct_batches(pairs, 4, seed=0)
@@ -357,7 +374,7 @@ def test_distinct_batches_never_repeat_a_text():
     [("", "is empty"), ("query\tpositive\nonly one field\n", "pair 1: expected `query<TAB>")],
 )
 def test_bad_pairs_files_are_named(content, message, tmp_path):
-    from keras_bert_zoo.jobs.finetune_embed import read_pairs
+    from keras_bert_zoo.data.pairs_reader import read_pairs
 
     (tmp_path / "p.tsv").write_text(content)
     with pytest.raises(ValueError, match=message):

@@ -3,14 +3,15 @@ default and help; `identity()` says what defines a run, the rest only how it exe
 
 import argparse
 import dataclasses
+import json
 
 import pytest
 
 from keras_bert_zoo.cli import build_parser
 from keras_bert_zoo.cli.config_flags import config_from_args
-from keras_bert_zoo.jobs.config import EmbedFinetuneConfig, FinetuneConfig, PretrainConfig
+from keras_bert_zoo.jobs.config import FinetuneConfig, PretrainConfig
 from keras_bert_zoo.jobs.rundir import RunDirectory
-from keras_bert_zoo.task_specs import QUESTION_ANSWERER
+from keras_bert_zoo.task_specs import EMBEDDER, QUESTION_ANSWERER
 
 BASE = ["--preset", "p", "--train", "t", "--validation", "v", "--output", "o"]
 
@@ -47,14 +48,34 @@ def test_identity_leaves_out_how_a_run_executes():
     assert dataclasses.replace(config, seed=1).identity() != identity
 
 
-def test_the_embedder_records_what_it_always_recorded():
-    # run.json of runs written before the configs: the same keys, so they still resume.
-    assert set(EmbedFinetuneConfig("p", "t", "v", "o").settings()) == {
-        "preset", "epochs", "batch_size", "scale", "seed", "sequence_length",
-        "learning_rate", "warmup_fraction", "jit_compile", "export",
-    }  # fmt: skip
-    lora = EmbedFinetuneConfig("p", "t", "v", "o", lora_rank=4).settings()
-    assert (lora["lora_rank"], lora["lora_alpha"], lora["lora_targets"]) == (4, None, "all")
+def test_the_embedder_is_a_finetune_config_with_every_engine_flag():
+    """`kbz finetune embed` runs through `jobs.finetune` (issue 29): its flags become a
+    `FinetuneConfig` with the embedder's defaults, `--scale` a task option recorded flat, and
+    the engine's settings (strategy, precision, keep, checkpoints) taken, no longer refused."""
+    flags = ["--strategy", "mirrored", "--mixed-precision", "mixed_bfloat16", "--keep", "last"]
+    flags += ["--checkpoint-every", "3", "--scale", "10"]
+    args = build_parser().parse_args(["finetune", "embed", *BASE, *flags])
+    args.jit_compile = True  # the backend's default, resolved before a command runs
+    config = config_from_args(FinetuneConfig, args, task="embedder", task_options={"scale": 10.0})
+    assert {name: getattr(config, name) for name in EMBEDDER.defaults} == EMBEDDER.defaults
+    assert (config.strategy, config.mixed_precision, config.keep) == (
+        "mirrored",
+        "mixed_bfloat16",
+        "last",
+    )
+    identity = config.identity()
+    assert identity["scale"] == 10.0 and identity["checkpoint_every"] == 3
+    assert {"mixed_precision", "keep", "bucketing"} <= set(identity) and "strategy" not in identity
+
+
+def test_a_run_of_the_former_embed_engine_is_another_run(tmp_path):
+    """A `finetune_embed` run directory (the embedder's own engine before issue 29) trained
+    other batches without checkpoints: the engine of every task names the difference."""
+    record = {"command": "finetune_embed", "settings": {}, "inputs": {}, "status": "complete"}
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    config = FinetuneConfig("embedder", "p", "t", "v", str(tmp_path))
+    with pytest.raises(ValueError, match="command: was finetune_embed, now finetune.*--overwrite"):
+        RunDirectory(tmp_path, "finetune", config, {}).__enter__()
 
 
 def test_a_run_directory_resumes_across_execution_settings_only(tmp_path):
@@ -73,7 +94,7 @@ def test_a_run_directory_resumes_across_execution_settings_only(tmp_path):
     ("command", "config", "skip"),
     [
         (("finetune", "classify"), FinetuneConfig, {"task", "verbose", "task_options"}),
-        (("finetune", "embed"), EmbedFinetuneConfig, set()),
+        (("finetune", "embed"), FinetuneConfig, {"task", "verbose", "task_options"}),
         (("pretrain",), PretrainConfig, {"verbose"}),
     ],
 )

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
+from keras_bert_zoo.cli import finetune_flags
 from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
 from keras_bert_zoo.cli.config_flags import config_from_args
 from keras_bert_zoo.cli.task_flags import (
@@ -82,21 +83,32 @@ def run_convert(args) -> int:
 
 
 def run_finetune(args) -> int:
+    """`kbz finetune TASK`, every task (`jobs.finetune`)."""
     from keras_bert_zoo.jobs import finetune  # when run: --help stays instant
 
+    finetune_flags.resolve(args)  # the task's defaults for the flags left out
     task, options = FINETUNE_TASKS[args.task], finetune_options(args)
     config = config_from_args(FinetuneConfig, args, task=task, task_options=options)
     metrics = finetune.finetune(config)
     print(json.dumps(metrics, indent=2, sort_keys=True))
+    output = Path(args.output)
+    if task not in PREDICTION_FILES:  # the embedder: retrieval metrics, no predictions
+        preset = ("preset", f"the embedder (kbz embed --model {output}, kbz.from_preset)")
+        listed = [("metrics.json", "validation retrieval before and after, per epoch")]
+    else:
+        preset = ("preset", "preset directory (kbz.from_preset, kbz predict --model)")
+        listed = [
+            (PREDICTION_FILES[task], "validation predictions"),
+            ("metrics.json", "validation metrics, per epoch in `history`"),
+        ]
     list_outputs(
-        args.output,
+        output,
         ("model.keras", "the Keras model (kbz.load_model)"),
         ("adapter.safetensors", "LoRA adapters and head alone (kbz.load_lora_weights)"),
-        ("preset", "preset directory (kbz.from_preset, kbz predict --model)"),
+        preset,
         ("export/1", "SavedModel for TF Serving, raw strings in"),
-        (PREDICTION_FILES[FINETUNE_TASKS[args.task]], "validation predictions"),
-        ("metrics.json", "validation metrics, per epoch in `history`"),
-        ("logs", "TensorBoard: tensorboard --logdir " + str(Path(args.output) / "logs")),
+        *listed,
+        ("logs", "TensorBoard: tensorboard --logdir " + str(output / "logs")),
     )
     return 0
 

@@ -1,4 +1,4 @@
-"""The flags of `kbz embed` (argparse only; no heavy import). `kbz finetune embed` shares
+"""The flags of `kbz embed` (argparse only; no heavy import). `kbz finetune embed` has
 `kbz finetune`'s flags (`parser`), plus `--scale`."""
 
 from keras_bert_zoo.cli import embed_commands

@@ -9,7 +9,7 @@ import argparse
 
 from keras_bert_zoo import __version__
 from keras_bert_zoo.choices import LORA_LEARNING_RATE
-from keras_bert_zoo.cli import commands, embed_commands
+from keras_bert_zoo.cli import commands
 from keras_bert_zoo.cli.compile_flags import add_compile_arguments, add_compile_cache_argument
 from keras_bert_zoo.cli.config_flags import add_config_flags
 from keras_bert_zoo.cli.create_data_flags import add_create_pretraining_data_arguments
@@ -102,7 +102,7 @@ def _add_finetune(subcommands) -> None:
         add_config_flags(parser, FinetuneConfig, rest)
         add_finetune_task_flags(parser, task)
         add_config_flags(parser, FinetuneConfig, LORA)
-        parser.set_defaults(run=embed_commands.run_finetune)
+        parser.set_defaults(run=commands.run_finetune)
 
 
 def _add_pretrain(subcommands) -> None:

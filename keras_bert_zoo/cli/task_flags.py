@@ -5,11 +5,10 @@ generated from its spec's options (`keras_bert_zoo.task_specs.TaskOption`).
 task's (argparse only; no heavy import).
 """
 
-from keras_bert_zoo.task_specs import EMBEDDER, SPECS, TaskOption, spec_for_cli
+from keras_bert_zoo.task_specs import SPECS, TaskOption, spec_for_cli
 
-# `kbz finetune TASK` -> the task it trains with `jobs.finetune` (the embedder has its own
-# engine, `jobs.finetune_embed`, run by `embed_commands`).
-FINETUNE_TASKS = {spec.cli_name: name for name, spec in SPECS.items() if spec is not EMBEDDER}
+# `kbz finetune TASK` -> the task it trains with `jobs.finetune`: every task.
+FINETUNE_TASKS = {spec.cli_name: name for name, spec in SPECS.items()}
 # `kbz predict TASK` -> the task: those that write a prediction file.
 PREDICT_TASKS = {spec.cli_name: name for name, spec in SPECS.items() if spec.prediction_file}
 

@@ -1,5 +1,5 @@
-"""Fine-tuning data: readers (GLUE TSV, CoNLL, SQuAD JSON, reranking TSV), SQuAD windows and
-post-processing, and word-to-sub-word label alignment for taggers.
+"""Fine-tuning data: readers (GLUE TSV, CoNLL, SQuAD JSON, reranking TSV, embedding pairs),
+SQuAD windows and post-processing, and word-to-sub-word label alignment for taggers.
 
 >>> import keras_bert_zoo as kbz
 >>> train = kbz.data.read_glue_tsv("examples/data/sst2_sample.tsv")
@@ -13,6 +13,7 @@ from keras_bert_zoo.data.conll_reader import (
     read_conll,
     tag_vocabulary,
 )
+from keras_bert_zoo.data.pairs_reader import PairsData, read_pairs
 from keras_bert_zoo.data.readers import (
     ClassificationData,
     TextExample,
@@ -28,6 +29,7 @@ from keras_bert_zoo.data.tagging import align_labels, encode_tagged, word_predic
 
 __all__ = [
     "ClassificationData",
+    "PairsData",
     "RankingData",
     "RankingPair",
     "SquadAnswer",
@@ -44,6 +46,7 @@ __all__ = [
     "postprocess",
     "read_conll",
     "read_glue_tsv",
+    "read_pairs",
     "read_ranking_tsv",
     "read_squad",
     "sorted_labels",

@@ -3,7 +3,7 @@ predictions, metrics and files (what a task is, as data: `keras_bert_zoo.task_sp
 
 - `registry`: `FINETUNING_TASKS`, the behaviour classes keyed by the model's task name;
 - `common`: the `FinetuningTask` protocol they follow, and batched tokenization;
-- `classifier`, `tagger`, `question_answerer`: one module per task;
+- `classifier`, `tagger`, `question_answerer`, `reranking`, `embedding`: one module per task;
 - `prediction_files`: the prediction files the tasks write, and warnings for degenerate
   predictions; `truncation`: warnings for inputs cut to the sequence length.
 """
@@ -14,6 +14,7 @@ _EXPORTS = {
     "FINETUNING_TASKS": "keras_bert_zoo.finetuning.registry",
     "FinetuningTask": "keras_bert_zoo.finetuning.common",
     "ClassificationTask": "keras_bert_zoo.finetuning.classifier",
+    "EmbeddingTask": "keras_bert_zoo.finetuning.embedding",
     "TaggingTask": "keras_bert_zoo.finetuning.tagger",
     "QuestionAnsweringTask": "keras_bert_zoo.finetuning.question_answerer",
 }

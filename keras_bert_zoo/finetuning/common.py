@@ -9,7 +9,12 @@ are its spec (`keras_bert_zoo.task_specs`). The tokenizer runs in batches over a
 unique words) at once, never once per string.
 """
 
+import logging
+
 from keras_bert_zoo.tokenization.arrays import token_lists as batched  # any backend
+from keras_bert_zoo.training import batching, bucket_choice
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["FinetuningTask", "batched", "specials"]
 
@@ -19,11 +24,13 @@ class FinetuningTask:
     the preprocessor and whose other fields are their spec's `TaskOption`s.
 
     `spec`: the task's `TaskSpec`; `sequence_outputs`: whether the model's outputs have a
-    sequence axis that length bucketing (`training.batching`) trims with the batch.
+    sequence axis that length bucketing (`training.batching`) trims with the batch;
+    `validates_before`: the run also validates the untrained model (`report`'s "before").
     """
 
     spec = None
     sequence_outputs = False
+    validates_before = False
 
     def read(self, path, label_names=None, labels_optional=False):
         """The file's examples; `labels_optional`: a file without labels (to predict) reads."""
@@ -49,6 +56,15 @@ class FinetuningTask:
         """Rows of `training_arrays` per batch of `batch_size` examples; an error naming the
         flags if a batch would split a group."""
         return batch_size
+
+    def training_schedule(self, lengths, rows: int, sequence_length: int, epochs: int,
+                          bucketing: bool, seed: int):  # fmt: skip
+        """The batches of `training_arrays`' rows, step by step (`batching.BatchSchedule`'s
+        interface): by default batches of similar length, trimmed to lengths chosen from
+        `lengths`, in an order drawn from `seed` each epoch."""
+        buckets = bucket_choice.training_buckets(lengths, rows, sequence_length, epochs, bucketing)
+        logger.info("Training batches trimmed to the lengths %s.", buckets)
+        return batching.BatchSchedule(lengths, rows, buckets, seed)
 
     def training_model(self, model):
         """The model `fit` trains: the task model itself, or a wrapper around it that takes
@@ -77,6 +93,13 @@ class FinetuningTask:
     def write_predictions(self, dataset, predictions, path):
         """Writes the prediction file(s) (`spec.prediction_file`); returns their paths."""
         raise NotImplementedError
+
+    def report(self, train, validation, results: dict, run: dict) -> tuple[dict, dict]:
+        """`(returned, written)`: what the run returns (and `run.json` keeps) and what its
+        `metrics.json` holds, from the kept weights' `results` and the `run`'s record
+        (`kept_epoch`, `history`, `steps`, and `before` with `validates_before`): by default
+        the results, and in the file also the kept epoch and the history."""
+        return results, {**results, "kept_epoch": run["kept_epoch"], "history": run["history"]}
 
     def evaluate(self, dataset, outputs, extra, warn=True):
         return self.metrics(dataset, self.predict(dataset, outputs, extra), warn)

@@ -5,11 +5,18 @@ Each class's `spec` (`keras_bert_zoo.task_specs.SPECS`) holds its names, default
 """
 
 from keras_bert_zoo.finetuning.classifier import ClassificationTask
+from keras_bert_zoo.finetuning.embedding import EmbeddingTask
 from keras_bert_zoo.finetuning.question_answerer import QuestionAnsweringTask
 from keras_bert_zoo.finetuning.reranking import RerankingTask
 from keras_bert_zoo.finetuning.tagger import TaggingTask
 
 FINETUNING_TASKS = {
     task.spec.name: task
-    for task in (ClassificationTask, TaggingTask, QuestionAnsweringTask, RerankingTask)
+    for task in (
+        ClassificationTask,
+        TaggingTask,
+        QuestionAnsweringTask,
+        RerankingTask,
+        EmbeddingTask,
+    )
 }

@@ -1,11 +1,11 @@
 """The jobs the `kbz` command line runs, each from its inputs to its output directory.
 
 - `config`: the run settings of each training job as a frozen dataclass (`FinetuneConfig`,
-  `EmbedFinetuneConfig`, `PretrainConfig`), whose fields are the commands' flags;
-- `finetune`: `finetune(config)` (`kbz finetune classify|tag|qa`; `run_finetune` its keyword
+  `PretrainConfig`), whose fields are the commands' flags;
+- `finetune`: `finetune(config)` (`kbz finetune TASK`, every task; `run_finetune` its keyword
   form), in a `rundir.RunDirectory`, validated after every interval
   (`validation.ValidationCallback`);
-- `finetune_embed`: `finetune_embed(config)` (`kbz finetune embed`), in-batch negatives;
+- `finetune_embed`: `run_finetune_embed`, `run_finetune` of the embedder (in-batch negatives);
 - `pretrain`: `pretrain(config)` (`kbz pretrain`), MLM + NSP from TFRecords or raw text;
 - `predict`: `run_predict` (`kbz predict`), a fine-tuned run's predictions on a file;
 - `embed`: `embed_texts` / `run_embed` (`kbz embed`), sentence vectors of an embedder;
@@ -20,7 +20,6 @@ from keras_bert_zoo._lazy import lazy_attributes
 
 _PACKAGE = "keras_bert_zoo.jobs"
 _EXPORTS = {
-    "EmbedFinetuneConfig": f"{_PACKAGE}.config",
     "FinetuneConfig": f"{_PACKAGE}.config",
     "PretrainConfig": f"{_PACKAGE}.config",
     "embed_texts": f"{_PACKAGE}.embed",

@@ -1,4 +1,4 @@
-"""Run settings as frozen dataclasses: `FinetuneConfig`, `PretrainConfig`, `EmbedFinetuneConfig`.
+"""Run settings as frozen dataclasses: `FinetuneConfig` (every task) and `PretrainConfig`.
 
 Each field carries its help and says whether it defines the run or only how this attempt
 executes (`setting(..., identity=False)`: a resume may change it), as transformers'
@@ -12,7 +12,7 @@ resume. No Keras here: `kbz --help` imports this module.
 import dataclasses
 
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES, finetune_settings
-from keras_bert_zoo.task_specs import EMBEDDER, SPECS
+from keras_bert_zoo.task_specs import SPECS
 
 # Groups of fields that several configs (and commands' flags) share.
 SCHEDULE = ("epochs", "batch_size", "sequence_length", "learning_rate", "warmup_fraction")
@@ -82,9 +82,10 @@ _OVERWRITE = (
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig(RunConfig):
-    """A `kbz finetune classify|tag|qa` run (`jobs.finetune.finetune`). The schedule fields
+    """A `kbz finetune TASK` run, any task (`jobs.finetune.finetune`). The schedule fields
     left None take the task's defaults (`task_specs`; a LoRA run's learning rate
-    `choices.LORA_LEARNING_RATE`) when the config is made."""
+    `choices.LORA_LEARNING_RATE`) when the config is made; the task's own options (the
+    embedder's `scale`, ...) are `task_options`."""
 
     task: str = setting(help="the task (`keras_bert_zoo.task_specs.SPECS`)", flag=False)
     preset: str = setting(help="preset name or directory")
@@ -126,14 +127,14 @@ class FinetuneConfig(RunConfig):
     export: bool = setting(True, "write the SavedModel export/1", identity=False)
     keep: str = setting(
         "best",
-        "weights written out: the best validation epoch's or the last ones",
+        "weights written out: the best validation epoch's (embed: by MRR) or the last ones",
         choices=("best", "last"),
     )
     bucketing: bool = setting(
         True,
-        "batches of similar length trimmed to a few lengths chosen from the training set "
-        "(multiples of 8; validation: 16, 32, 64, ...); --no-bucketing pads every batch to "
-        "--sequence-length",
+        "batches of similar length (embed: of distinct texts) trimmed to a few lengths chosen "
+        "from the training set (multiples of 8; validation: 16, 32, 64, ...); --no-bucketing "
+        "pads every batch to --sequence-length",
     )
     overwrite: bool = setting(False, _OVERWRITE, record=False)
     verbose: object = setting("auto", "Keras' progress output", identity=False, flag=False)
@@ -185,41 +186,6 @@ def like(config, name: str, default=dataclasses.MISSING, **metadata):
     field = config.__dataclass_fields__[name]
     default = field.default if default is dataclasses.MISSING else default
     return setting(default, **{**field.metadata, **metadata})
-
-
-@dataclasses.dataclass(frozen=True)
-class EmbedFinetuneConfig(RunConfig):
-    """A `kbz finetune embed` run (`jobs.finetune_embed`): contrastive, one device, float32.
-    It records what it always recorded (no input paths; LoRA only when on), so runs written
-    before these configs still resume."""
-
-    preset: str = like(FinetuneConfig, "preset")
-    train: str = setting(help="query<TAB>positive pairs", record=False)
-    validation: str = setting(help="pairs of the same format", record=False)
-    output: str = like(FinetuneConfig, "output")
-    epochs: int | None = like(FinetuneConfig, "epochs")
-    batch_size: int | None = like(FinetuneConfig, "batch_size")
-    sequence_length: int | None = like(FinetuneConfig, "sequence_length")
-    learning_rate: float | None = like(FinetuneConfig, "learning_rate")
-    warmup_fraction: float | None = like(FinetuneConfig, "warmup_fraction")
-    scale: float = setting(EMBEDDER.default("scale"), EMBEDDER.option("scale").help)
-    seed: int = like(FinetuneConfig, "seed")
-    jit_compile: bool = like(FinetuneConfig, "jit_compile")
-    export: bool = like(FinetuneConfig, "export")
-    overwrite: bool = like(FinetuneConfig, "overwrite")
-    lora_rank: int | None = like(FinetuneConfig, "lora_rank")
-    lora_alpha: float | None = like(FinetuneConfig, "lora_alpha")
-    lora_targets: str = like(FinetuneConfig, "lora_targets")
-
-    def __post_init__(self):
-        _resolve_schedule(self, EMBEDDER.name)
-
-    def settings(self) -> dict:
-        settings = super().settings()
-        if not self.lora_rank:  # recorded only when on: runs from before LoRA still resume
-            for name in ("lora_rank", "lora_alpha", "lora_targets"):
-                settings.pop(name)
-        return settings
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
@@ -86,18 +87,7 @@ def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:
     >>> kbz.training.recall_at_k(questions, paragraphs, paragraph_of_question)
     {'recall@1': 0.62, 'recall@5': 0.88, 'mrr': 0.73}
     """
-    scores = np.asarray(query_vectors, np.float32) @ np.asarray(index_vectors, np.float32).T
-    targets = np.asarray(targets)
-    if targets.shape != (scores.shape[0],) or targets.min() < 0 or targets.max() >= scores.shape[1]:
-        raise ValueError(
-            f"`targets` must give one index row (0..{scores.shape[1] - 1}) per query "
-            f"({scores.shape[0]}). Received shape {targets.shape}."
-        )
-    target_scores = scores[np.arange(len(targets)), targets]
-    ranks = 1 + np.sum(scores > target_scores[:, None], axis=1)  # ties count in the query's favour
-    result = {f"recall@{k}": float(np.mean(ranks <= k)) for k in ks}
-    result["mrr"] = float(np.mean(1.0 / ranks))
-    return result
+    return retrieval_scores(retrieval_ranks(query_vectors, index_vectors, targets), ks)
 
 
 def read_lines(path, flag: str = "--input") -> list[str]:

@@ -1,9 +1,10 @@
-"""`finetune(config)`, the job behind `kbz finetune classify|tag|qa` (`run_finetune`: its
+"""`finetune(config)`, the job behind `kbz finetune TASK`, every task (`run_finetune`: its
 keyword form), in phases that read top to bottom:
 
 - prepare: the settings, the input files and the preset's weights (a download) are checked
   before any work and before the output directory is created (`checks`);
-- read: both files read, the training set tokenized and its batches planned;
+- read: both files read, the training set tokenized and its batches planned (the task's
+  `training_schedule`);
 - build: the task model inside the strategy scope, its LoRA adapters and optimizer;
 - train: `model.fit` (a few static shapes: whole batches trimmed to their length bucket,
   `training.batching`) through `resume.fit_resumable`, so re-running the same config resumes
@@ -19,7 +20,6 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.extras import TENSORFLOW_EXTRA, tensorflow_installed
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import (
     check_flags,
@@ -30,16 +30,18 @@ from keras_bert_zoo.jobs.checks import (
     output_directory,
 )
 from keras_bert_zoo.jobs.config import FinetuneConfig
+from keras_bert_zoo.jobs.logs import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.jobs.validation import ValidationCallback
 from keras_bert_zoo.lora import enable_lora, merge_lora
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
+from keras_bert_zoo.presets.sources import is_run_directory
 from keras_bert_zoo.saving.adapters import save_lora_weights
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching, bucket_choice
+from keras_bert_zoo.training import batching
 from keras_bert_zoo.training.distributed import get_strategy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
@@ -47,28 +49,6 @@ from keras_bert_zoo.training.processes import check_global_batch, shard_batches
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 logger = logging.getLogger(__name__)
-
-
-class TensorBoard(keras.callbacks.TensorBoard):
-    """Keras' TensorBoard callback, with the epoch scalars always written.
-
-    Keras 3.15 writes epoch scalars inside the `record_if` of the last batch, so with an
-    integer `update_freq` that the step count does not hit they are dropped: fit for 8 steps
-    with `update_freq=50` logged no `epoch_loss` at all (`tests/test_runs.py` checks ours).
-    """
-
-    def on_epoch_end(self, epoch, logs=None):
-        with self.summary.record_if(True):
-            super().on_epoch_end(epoch, logs)
-
-
-def tensorboard(output: Path) -> keras.callbacks.Callback:
-    """Loss every 50 steps; per interval the loss, learning rate and validation metrics.
-    Keras writes them with `tf.summary`: without TensorFlow, a callback that does nothing."""
-    if not tensorflow_installed():
-        logger.info("No TensorBoard logs: they need TensorFlow (%s).", TENSORFLOW_EXTRA)
-        return keras.callbacks.Callback()
-    return TensorBoard(str(output / "logs"), update_freq=50)
 
 
 def write_lora_outputs(model, rank, output: Path):
@@ -130,6 +110,8 @@ def finetune(config: FinetuneConfig) -> dict:
 
 def _prepare(config: FinetuneConfig):
     """Every check of the settings and files, before any work and before --output exists."""
+    if is_run_directory(config.preset):  # a finished run's model: its preset/
+        config = dataclasses.replace(config, preset=str(Path(config.preset) / "preset"))
     if config.task not in FINETUNING_TASKS:
         raise ValueError(
             f"Unknown fine-tuning task {config.task!r}. Expected one of {sorted(FINETUNING_TASKS)}."
@@ -186,11 +168,9 @@ def _read(job, config: FinetuneConfig) -> _Data:
     x, y = job.training_arrays(train, config.seed)
     lengths = batching.real_lengths(x)
     batch_size, epochs = job.training_rows(config.batch_size), config.epochs
-    train_buckets = bucket_choice.training_buckets(
-        lengths, batch_size, config.sequence_length, epochs, config.bucketing
+    schedule = job.training_schedule(
+        lengths, batch_size, config.sequence_length, epochs, config.bucketing, config.seed
     )
-    logger.info("Training batches trimmed to the lengths %s.", train_buckets)
-    schedule = batching.BatchSchedule(lengths, batch_size, train_buckets, config.seed)
     if len(x["token_ids"]) < batch_size:
         what = "sequences" if batch_size == config.batch_size else "groups"
         raise ValueError(
@@ -242,6 +222,8 @@ def _train(model, trained, job, data: _Data, config, distribution, output, run, 
         return job.evaluate(data.validation, outputs, data.validation_extra, warn=warn)
 
     validation = ValidationCallback(validate, output / "checkpoints", len(data.intervals))
+    if job.validates_before:  # the untrained model's metrics, once per run
+        logger.info("Validation before fine-tuning: %s", validation.validate_before(trained))
     freeze()  # the model and data: out of the collector's walks (training.heap)
     fit_resumable(
         trained,
@@ -280,11 +262,16 @@ def _write(model, job, data: _Data, config, validated, output) -> dict:
     predictions = job.predict(data.validation, outputs, data.validation_extra)
     results = job.metrics(data.validation, predictions)
     results = {key: float(value) for key, value in results.items()}
-    job.write_predictions(data.validation, predictions, output / job.spec.prediction_file)
-    write_json(
-        output / "metrics.json",
-        {**results, "kept_epoch": kept["epoch"], "history": validation.history},
-    )
+    if job.spec.prediction_file:  # the embedder writes none
+        job.write_predictions(data.validation, predictions, output / job.spec.prediction_file)
+    record = {
+        "kept_epoch": kept["epoch"],
+        "history": validation.history,
+        "steps": config.epochs * data.schedule.steps_per_epoch,
+        "before": validation.before,
+    }
+    results, written = job.report(data.train, data.validation, results, record)
+    write_json(output / "metrics.json", written)
     model = write_lora_outputs(model, config.lora_rank, output)
     save_model_file(model, output / "model.keras")
     sequence_length = config.sequence_length

@@ -20,7 +20,7 @@ from keras_bert_zoo.jobs.checks import (
     output_directory,
 )
 from keras_bert_zoo.jobs.config import PretrainConfig
-from keras_bert_zoo.jobs.finetune import tensorboard
+from keras_bert_zoo.jobs.logs import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights

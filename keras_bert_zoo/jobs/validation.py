@@ -2,9 +2,9 @@
 
 `ValidationCallback` computes the task's metrics on the validation set, adds them (as
 `val_<name>`) and the learning rate to the epoch's logs, so the progress line and
-TensorBoard show them, and keeps the weights of the best interval so far. Its history and
-best weights live beside the checkpoints, written atomically before the interval's
-checkpoint, so a resumed run keeps them.
+TensorBoard show them, and keeps the weights of the best interval so far. Its history, best
+weights (and the untrained model's metrics, `validate_before`) live beside the checkpoints,
+written atomically before the interval's checkpoint, so a resumed run keeps them.
 """
 
 import json
@@ -22,12 +22,12 @@ HISTORY_FILE = "validation.json"
 BEST_WEIGHTS = "best.weights.h5"
 BEST_ADAPTERS = "best.lora.npz"  # a LoRA model's adapters (save_weights merges them)
 # The metric that decides "best" for each task's metrics (higher is better).
-MAIN_METRIC = {"mrr_at_10": 4, "accuracy": 3, "pearson": 2, "f1": 1}  # preferred first
+MAIN_METRIC = {"mrr": 5, "mrr_at_10": 4, "accuracy": 3, "pearson": 2, "f1": 1}  # preferred first
 
 
 def main_metric(results: dict) -> str:
     """`accuracy` for classification, `pearson` for regression, `f1` for tagging and QA,
-    `mrr_at_10` for reranking."""
+    `mrr_at_10` for reranking, `mrr` for an embedder's retrieval."""
     present = [name for name in MAIN_METRIC if name in results]
     return max(present, key=MAIN_METRIC.get) if present else ""
 
@@ -55,7 +55,25 @@ class ValidationCallback(keras.callbacks.Callback):
         path = self.directory / HISTORY_FILE
         stored = json.loads(path.read_text()) if path.is_file() else {}
         self.saved_epoch = stored.get("best_weights_epoch")
+        self.before = stored.get("before")
         return stored.get("history", [])
+
+    def _write_history(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        record = {"history": self.history, "best_weights_epoch": self.saved_epoch}
+        write_json(
+            self.directory / HISTORY_FILE,
+            record if self.before is None else {**record, "before": self.before},
+        )
+
+    def validate_before(self, model) -> dict:
+        """The metrics of `model` before training, computed once per run (a resumed run
+        reads them back: its weights are no longer the untrained ones)."""
+        if self.before is None:
+            results = self.evaluate(model)
+            self.before = {key: float(value) for key, value in results.items()}
+            self._write_history()
+        return self.before
 
     @property
     def best(self) -> dict | None:
@@ -75,19 +93,16 @@ class ValidationCallback(keras.callbacks.Callback):
         logs["learning_rate"] = float(keras.ops.convert_to_numpy(rate))
         self.history = [e for e in self.history if e["epoch"] < epoch + 1]
         self.history.append({"epoch": epoch + 1, **results})
-        self.directory.mkdir(parents=True, exist_ok=True)
         best = self.best
         final = epoch + 1 == self.last_epoch
         if best is not None and best["epoch"] == epoch + 1 and not final:  # its weights first
+            self.directory.mkdir(parents=True, exist_ok=True)
             if lora_variables(self.model):
                 write_arrays(self.directory / BEST_ADAPTERS, lora_variables(self.model))
             with staged_file(self.directory / BEST_WEIGHTS) as temporary:
                 self.model.save_weights(temporary, overwrite=True)
             self.saved_epoch = epoch + 1
-        write_json(
-            self.directory / HISTORY_FILE,
-            {"history": self.history, "best_weights_epoch": self.saved_epoch},
-        )
+        self._write_history()
 
     def restore_best(self) -> dict | None:
         """Loads the best interval's weights into the model; returns its history entry."""

@@ -9,7 +9,8 @@
   `checkpoint_files`: the atomic checkpoint files, `state.json` and the fallback on damage;
 - `compile_cache`: `enable_compile_cache`, XLA's compiled programs kept on disk across runs;
 - `batching`: length bucketing, the seeded batch schedule of fine-tuning and trimmed
-  prediction batches; `bucket_choice`: the bucket lengths a training set gets.
+  prediction batches; `bucket_choice`: the bucket lengths a training set gets;
+  `distinct_batches`: in-batch-negatives batches, no text twice in one (the embedder's).
 
 The end-to-end jobs the command line runs (`run_finetune`, `run_pretrain`, ...) are in
 `keras_bert_zoo.jobs`; the fine-tuning tasks' data and prediction glue in

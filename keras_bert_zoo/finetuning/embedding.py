@@ -1,0 +1,116 @@
+"""The embedder's behaviour: contrastive fine-tuning on (query, positive) pairs with in-batch
+negatives (`EMBEDDER`), validated by retrieval.
+
+Training rows are the pairs, each `[2, length]` (the query, then its positive; its length
+the longer one's). The batches are `training.distinct_batches`: no text twice in a batch (a
+repeated positive would be a false negative), drawn anew each epoch from `seed + epoch`, each
+trimmed to the bucket of its longest text. `tasks.build_contrastive_trainer` embeds both
+sides with the embedder and gives `scale` x cosine of every query against every positive of
+the batch; the loss is the cross-entropy of each query's own positive (sentence-transformers'
+MultipleNegativesRankingLoss), its targets made from the rows' positions in the loss.
+
+Validation is retrieval: each validation query against all distinct validation positives,
+recall@1, recall@5 and MRR (`ranking_metrics.retrieval_scores`), before training
+(`validates_before`) and after every interval; `--keep best` keeps the best MRR. The
+embedder writes no prediction file; `metrics.json` holds `before`, `after` (the kept
+weights'), `train_pairs`, `validation_pairs`, `steps`, `kept_epoch` and `history`.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from keras_bert_zoo.data.pairs_reader import PairsData, read_pairs
+from keras_bert_zoo.finetuning.common import FinetuningTask
+from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
+from keras_bert_zoo.task_specs import EMBEDDER
+from keras_bert_zoo.tasks import build_contrastive_trainer, in_batch_negatives_loss
+from keras_bert_zoo.tokenization.arrays import packed_arrays
+from keras_bert_zoo.training.distinct_batches import DistinctBatchSchedule
+
+
+@dataclasses.dataclass
+class EmbeddingTask(FinetuningTask):
+    """Sentence embeddings trained with in-batch negatives (see the module docstring).
+
+    Args:
+        scale: the cosine scale of the in-batch logits (sentence-transformers' 20).
+    """
+
+    preprocessor: object
+    scale: float = EMBEDDER.default("scale")
+    spec = EMBEDDER
+    sequence_outputs = False  # one vector per text
+    validates_before = True  # the untrained embedder's retrieval: `metrics.json`'s "before"
+
+    def __post_init__(self):
+        scale = self.scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
+            raise ValueError(f"--scale must be a positive number. Received: {scale!r}.")
+        self._train = None  # the training pairs, which the schedule draws batches of
+
+    def read(self, path, label_names=None, labels_optional=False) -> PairsData:
+        return PairsData(str(path), read_pairs(path))
+
+    def arrays(self, dataset: PairsData):
+        """The validation texts, each query then each distinct positive; `extra`: the
+        number of queries and each one's positive's row among the positives."""
+        positives = sorted({p for _, p in dataset.pairs})
+        row = {p: i for i, p in enumerate(positives)}
+        x = packed_arrays(self.preprocessor, [q for q, _ in dataset.pairs] + positives)
+        targets = np.array([row[p] for _, p in dataset.pairs], np.int64)
+        return x, targets, (len(dataset.pairs), targets)
+
+    def training_arrays(self, dataset: PairsData, seed: int):
+        """`[pairs, 2, length]` arrays (query, positive); the targets are unused."""
+        queries = packed_arrays(self.preprocessor, [q for q, _ in dataset.pairs])
+        positives = packed_arrays(self.preprocessor, [p for _, p in dataset.pairs])
+        self._train = dataset
+        x = {key: np.stack([queries[key], positives[key]], axis=1) for key in queries}
+        return x, np.zeros(len(dataset.pairs), np.int32)
+
+    def training_rows(self, batch_size: int) -> int:
+        if batch_size < 2:
+            raise ValueError(
+                f"--batch-size must be >= 2 for in-batch negatives. Received: {batch_size}"
+            )
+        return batch_size
+
+    def training_schedule(self, lengths, rows, sequence_length, epochs, bucketing, seed):
+        try:
+            return DistinctBatchSchedule(
+                self._train.pairs, lengths, rows, seed, epochs, sequence_length, bucketing
+            )
+        except ValueError as error:
+            raise ValueError(f"--train {self._train.path}: {error}") from None
+
+    def training_model(self, model):
+        return build_contrastive_trainer(model, self.scale)
+
+    def loss(self, dataset):
+        return in_batch_negatives_loss()
+
+    def predict(self, dataset, outputs, extra):
+        """The rank of each query's positive among all distinct positives (1 = first)."""
+        count, targets = extra
+        vectors = np.asarray(outputs, np.float32)
+        return retrieval_ranks(vectors[:count], vectors[count:], targets)
+
+    def metrics(self, dataset, predictions, warn=True):
+        return retrieval_scores(predictions)
+
+    def write_predictions(self, dataset, predictions, path):
+        return []  # the embedder writes no prediction file (`spec.prediction_file` is None)
+
+    def report(self, train, validation, results, run):
+        """`before` and `after` (the kept weights') retrieval, counts, the history."""
+        record = {
+            "before": run["before"],
+            "after": results,
+            "train_pairs": len(train.pairs),
+            "validation_pairs": len(validation.pairs),
+            "steps": run["steps"],
+            "kept_epoch": run["kept_epoch"],
+            "history": run["history"],
+        }
+        return record, record
