@@ -112,6 +112,43 @@ def test_dropout_draws_from_the_layer_seed_state():
     np.testing.assert_array_equal(numpy(layer(x, training=False)), numpy(x))
 
 
+class _OneVariableAtATime(kbz.training.AdamW):
+    """kbz's AdamW through Keras' per-variable loop (`update_step`), the reference."""
+
+    def _backend_update_step(self, grads, variables, learning_rate):
+        return super(kbz.training.AdamW, self)._backend_update_step(grads, variables, learning_rate)
+
+
+def test_adamw_updates_all_variables_at_once_as_one_at_a_time():
+    """On PyTorch kbz's AdamW steps every variable with torch's multi-tensor ops; the weights
+    after six steps (warmup, decay, clipping, a bias without weight decay) equal the
+    per-variable `update_step`'s."""
+    rng = np.random.default_rng(0)
+    shapes = {"kernel": (64, 32), "bias": (32,), "embeddings": (500, 16)}
+    initial = {name: rng.normal(size=shape).astype("float32") for name, shape in shapes.items()}
+    runs = []
+    for optimizer_class in (kbz.training.AdamW, _OneVariableAtATime):
+        variables = [keras.Variable(initial[name], name=name) for name in shapes]
+        schedule = kbz.training.WarmupLinearDecay(1e-2, 2, 6)
+        optimizer = optimizer_class(
+            learning_rate=schedule, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0
+        )
+        optimizer.exclude_from_weight_decay(var_names=["bias"])
+        calls = []
+        optimizer.update_step = lambda *a, f=optimizer.update_step, c=calls: c.append(1) or f(*a)
+        grads_rng = np.random.default_rng(1)
+        for _ in range(6):
+            grads = [keras.ops.convert_to_tensor(grads_rng.normal(size=shapes[n]).astype("float32"))
+                     for n in shapes]  # fmt: skip
+            optimizer.apply(grads, variables)
+        runs.append(([numpy(v) for v in variables], len(calls)))
+    (together, together_calls), (alone, alone_calls) = runs
+    assert together_calls == 0 and alone_calls == 6 * len(shapes)
+    for name, a, b in zip(shapes, together, alone, strict=True):
+        assert not np.allclose(a, initial[name])
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_real_minilm_matches_huggingface_within_1e4(minilm_preset):
     reference = dict(np.load(FIXTURES / "minilm_hf_reference.npz", allow_pickle=False))
     encoder = kbz.from_preset(str(minilm_preset))

@@ -32,7 +32,6 @@ from keras_bert_zoo.jobs.checks import (
 from keras_bert_zoo.jobs.config import FinetuneConfig
 from keras_bert_zoo.jobs.logs import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
-from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.jobs.validation import ValidationCallback
 from keras_bert_zoo.lora import enable_lora, merge_lora
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
@@ -92,9 +91,7 @@ def finetune(config: FinetuneConfig) -> dict:
     inputs = {"--train": [config.train], "--validation": [config.validation]}
     preset_with_weights(config.preset)  # a download fails here, before --output is written
     with (
-        ProcessRun(
-            RunDirectory(config.output, "finetune", config, inputs, config.overwrite)
-        ) as run,
+        ProcessRun("finetune", config, inputs) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:
@@ -153,7 +150,6 @@ class _Data:
     validation: object
     x: dict  # the training rows (`job.training_arrays`: examples, or groups of them)
     y: object
-    rows: int  # training rows per batch (`job.training_rows`)
     schedule: object
     intervals: list
     interval: int
@@ -183,7 +179,7 @@ def _read(job, config: FinetuneConfig) -> _Data:
         epochs * steps, interval, f"the run ({epochs} epochs of {steps} steps)"
     )
     x_val, _, extra = job.arrays(validation)
-    return _Data(train, validation, x, y, batch_size, schedule, intervals, interval, x_val, extra)
+    return _Data(train, validation, x, y, schedule, intervals, interval, x_val, extra)
 
 
 def _build(job, data: _Data, config: FinetuneConfig, distribution):
@@ -212,7 +208,7 @@ def _train(model, trained, job, data: _Data, config, distribution, output, run, 
     interval; returns the `ValidationCallback` (its history, the best weights) and the
     newest validation outputs."""
     dataset = batching.training_stream(data.x, data.y, data.schedule, job.sequence_outputs)
-    dataset = shard_batches(dataset, data.rows, distribution)  # this process's rows
+    dataset = shard_batches(dataset, data.schedule.batch_size, distribution)  # this process's rows
     newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
 
     def validate(network, warn=False):  # `network` is `trained`: validate the task model

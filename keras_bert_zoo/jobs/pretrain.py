@@ -22,7 +22,6 @@ from keras_bert_zoo.jobs.checks import (
 from keras_bert_zoo.jobs.config import PretrainConfig
 from keras_bert_zoo.jobs.logs import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
-from keras_bert_zoo.jobs.rundir import RunDirectory
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.pretraining import compile_pretrainer
@@ -104,9 +103,7 @@ def pretrain(config: PretrainConfig) -> dict:
         preset_with_weights(config.preset)  # a download fails here, before --output is written
     dataset = shard_batches(dataset, config.batch_size, distribution)  # this process's rows
     with (
-        ProcessRun(
-            RunDirectory(config.output, "pretrain", config, inputs, config.overwrite)
-        ) as run,
+        ProcessRun("pretrain", config, inputs) as run,
         frozen_heap() as freeze,
     ):
         if run.finished is not None:

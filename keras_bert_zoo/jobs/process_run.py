@@ -29,12 +29,16 @@ def _fingerprint(record: dict) -> int:
 
 
 class ProcessRun(contextlib.AbstractContextManager):
-    """`with ProcessRun(RunDirectory(...)) as run:` then `run.output` (where this process
-    writes), `run.finished`, `run.chief` (process 0) and `run.complete(metrics)`."""
+    """`with ProcessRun("finetune", config, inputs) as run:` then `run.output` (where this
+    process writes), `run.finished`, `run.chief` (process 0) and `run.complete(metrics)`.
 
-    def __init__(self, run: RunDirectory):
-        self.run, self.chief, self.finished = run, is_chief(), None
-        self.output = run.output
+    `command` names the job in the run record; `config` is its run settings (`config.output`,
+    `config.overwrite`, `config.identity()`); `inputs` maps a flag to its files.
+    """
+
+    def __init__(self, command: str, config, inputs: dict):
+        self.run = RunDirectory(config.output, command, config, inputs, config.overwrite)
+        self.chief, self.finished, self.output = is_chief(), None, self.run.output
 
     def __enter__(self):
         if self.chief:

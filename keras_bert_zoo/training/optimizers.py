@@ -164,6 +164,41 @@ class AdamW(GlobalBatchClip, keras.optimizers.AdamW):
             variable, ops.divide(ops.multiply(m_hat, step_size), ops.sqrt(v_hat) + self.epsilon)
         )
 
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        if keras.backend.backend() != "torch":
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        return _torch_adamw_step(self, grads, trainable_variables, learning_rate)
+
+
+def _torch_adamw_step(optimizer, grads, variables, learning_rate):
+    """`AdamW.update_step` for every variable at once with torch's multi-tensor (`_foreach`)
+    ops, in place, as Keras' own torch Adam does: eager PyTorch pays a kernel launch and a
+    full pass over memory per op, and the one-variable form spent a third of a MiniLM step
+    (benchmarks/RESULTS.md, "PyTorch backend"). The same formula; the order of roundings
+    differs (`sqrt(v) / sqrt(1 - beta_2^t)` for `sqrt(v / (1 - beta_2^t))`).
+    """
+    import torch  # the PyTorch backend's optimizer step: torch is installed there
+
+    ops = keras.ops
+    values = [v.value for v in variables]
+    slots = [optimizer._get_variable_index(v) for v in variables]
+    m = [optimizer._momentums[i].value for i in slots]
+    v = [optimizer._velocities[i].value for i in slots]
+    dtype = values[0].dtype
+    step = ops.cast(optimizer.iterations + 1, dtype)
+    first_correction = 1 - ops.power(ops.cast(optimizer.beta_1, dtype), step)
+    second_correction = 1 - ops.power(ops.cast(optimizer.beta_2, dtype), step)
+    grads = [ops.cast(g, dtype) for g in grads]
+    with torch.no_grad():
+        torch._foreach_lerp_(m, grads, 1 - optimizer.beta_1)  # m + (g - m) (1 - beta_1)
+        torch._foreach_lerp_(v, torch._foreach_mul(grads, grads), 1 - optimizer.beta_2)
+        denominators = torch._foreach_sqrt(v)
+        torch._foreach_div_(denominators, ops.sqrt(second_correction))
+        torch._foreach_add_(denominators, optimizer.epsilon)
+        updates = torch._foreach_mul(m, ops.cast(learning_rate, dtype) / first_correction)
+        torch._foreach_div_(updates, denominators)
+        torch._foreach_sub_(values, updates)
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class Lamb(GlobalBatchClip, keras.optimizers.Lamb):
