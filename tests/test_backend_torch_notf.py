@@ -1,4 +1,4 @@
-"""`kbz finetune classify|tag|qa|embed`, `kbz predict`, `kbz embed` and `kbz pretrain
+"""`kbz finetune classify|tag|qa|rerank|embed`, `kbz predict`, `kbz embed` and `kbz pretrain
 --text-file` on PyTorch with TensorFlow's import blocked (issue 28): numpy batches, the host
 tokenizer, exact resume. Collected only with `KERAS_BACKEND=torch` (tests/conftest.py); the
 checks are tests/jobs_without_tensorflow.py."""
@@ -22,6 +22,10 @@ def test_finetune_tag_then_predict_gives_the_run_s_predictions(tmp_path):
 
 def test_finetune_qa_then_predict_gives_the_run_s_answers(tmp_path):
     jobs.check_qa(tmp_path)
+
+
+def test_finetune_rerank_listwise_then_predict_gives_the_run_s_scores(tmp_path):
+    jobs.check_rerank(tmp_path)
 
 
 def test_embed_equals_one_batch_of_the_model(tmp_path):
