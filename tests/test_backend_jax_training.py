@@ -87,6 +87,7 @@ def _resumable_run(directory, callbacks=()):
     return model
 
 
+@pytest.mark.e2e  # a kill, then the run again
 @pytest.mark.tensorflow_data
 def test_interrupted_jit_run_resumes_to_the_same_weights(tmp_path):
     straight = _resumable_run(tmp_path / "straight")

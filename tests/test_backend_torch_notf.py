@@ -36,13 +36,16 @@ def test_finetune_embed_then_embed_with_the_run(tmp_path):
     jobs.check_finetune_embed(tmp_path)
 
 
+@pytest.mark.e2e  # a kill, then the run again
 def test_a_killed_finetune_embed_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
     jobs.check_finetune_embed_resumes(tmp_path)
 
 
+@pytest.mark.e2e  # a kill, then the run again
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
     jobs.check_exact_resume(tmp_path)
 
 
+@pytest.mark.e2e  # a kill, then the run again
 def test_pretrain_from_text_then_a_killed_run_resumes_to_the_same_weights(tmp_path):
     jobs.check_pretrain_from_text(tmp_path)

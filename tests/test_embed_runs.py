@@ -66,6 +66,7 @@ def test_the_schedule_draws_distinct_batches_anew_each_epoch_trimmed_to_their_lo
     np.testing.assert_array_equal(again.epoch(1)[0], second)  # a pure function of the seed
 
 
+@pytest.mark.e2e  # a kill, then the run again
 def test_interrupted_finetune_embed_resumes_to_the_same_weights(
     tiny_preset, pairs, tmp_path, monkeypatch
 ):

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from conftest import random_inputs
 
 import keras_bert_zoo as kbz
@@ -160,6 +161,28 @@ def test_gradient_accumulation_equals_one_big_batch(tiny_architecture):
         model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
         weights.append(model.get_layer("classifier_head").kernel.numpy())
     np.testing.assert_allclose(weights[1], weights[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("data", ["arrays", "tf.data"])
+def test_a_two_output_model_s_train_step_is_traced_once(data, tiny_architecture):
+    """`BertModel.fit` builds the compiled loss's per-output trackers before the first trace:
+    Keras (TensorFlow, no strategy) otherwise creates them inside it, and TF traced the train
+    step of every two-output model (question answerer, pretrainer) a second time."""
+    model = kbz.build_question_answerer(kbz.build_encoder(**tiny_architecture))
+    model.compile(create_optimizer(1e-3, total_steps=4), kbz.tasks.question_answerer_loss())
+    traces = []
+    step = model.train_step
+    model.train_step = lambda batch: traces.append(1) or step(batch)  # only while traced
+    x = random_inputs(batch=4, length=8)
+    y = {"start_logits": np.array([1, 2, 1, 3]), "end_logits": np.array([2, 3, 1, 4])}
+    if data == "arrays":
+        history = model.fit(x, y, batch_size=2, epochs=1, verbose=0)
+    else:
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+        history = model.fit(dataset, epochs=1, verbose=0)
+    assert int(model.optimizer.iterations) == 2 and len(traces) == 1
+    losses = history.history
+    assert np.isfinite(losses["loss"][0]) and losses["start_logits_loss"][0] > 0
 
 
 @pytest.mark.parametrize("entry", ["fit", "train_on_batch"])
