@@ -151,10 +151,35 @@ class BertModel(keras.Model):
         with strategy.scope() if strategy is not None else contextlib.nullcontext():
             optimizer.build(self.trainable_variables)
 
-    def fit(self, x=None, *args, **kwargs):
+    def build_compiled_loss(self, x, y=None, sample_weight=None) -> None:
+        """Creates the compiled loss's and metrics' state now, from the shapes of `x` (a
+        tf.data dataset, or arrays with `y`), before a step is traced.
+
+        The same double trace as `build_optimizer`'s: Keras' TensorFlow trainer creates the
+        per-output loss trackers (`compile_loss/<output>_loss/total`, `count`) inside the first
+        trace unless a distribution strategy is set, so every `fit` of a multi-output model
+        traced its train step twice. Keras' own symbolic build (what it runs under a strategy)
+        makes them from the data's shapes. TensorFlow only: the JAX and PyTorch trainers build
+        symbolically already.
+        """
+        if BACKEND != "tensorflow" or not getattr(self, "compiled", False):
+            return
+        tf = sys.modules["tensorflow"]
+        if isinstance(x, tf.data.Dataset):
+            batch = x.element_spec  # TensorSpecs: the shapes and dtypes Keras reads
+        elif isinstance(x, Mapping) and all(hasattr(v, "shape") for v in x.values()):
+            batch = (x, y, sample_weight)
+        else:
+            return  # a generator or PyDataset: Keras builds in the trace, as before
+        strategy = getattr(self, "distribute_strategy", None)
+        with strategy.scope() if strategy is not None else contextlib.nullcontext():
+            self._symbolic_build(data_batch=batch)
+
+    def fit(self, x=None, y=None, *args, **kwargs):
         x = self._check_data(x)
         self.build_optimizer()
-        return super().fit(x, *args, **kwargs)
+        self.build_compiled_loss(x, y, kwargs.get("sample_weight"))
+        return super().fit(x, y, *args, **kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):
         return super().evaluate(self._check_data(x), *args, **kwargs)
