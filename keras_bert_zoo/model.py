@@ -145,11 +145,14 @@ class BertModel(keras.Model):
         optimizer = getattr(self, "optimizer", None)
         if optimizer is None or optimizer.built:
             return
-        # a model built under a `tf.distribute` strategy gets its slots in that scope, as
-        # Keras' own first step would make them (TensorFlow only: `distribute_strategy`)
-        strategy = getattr(self, "distribute_strategy", None)
-        with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        with self._strategy_scope():
             optimizer.build(self.trainable_variables)
+
+    def _strategy_scope(self):
+        """The `tf.distribute` scope the model was built in, where the state Keras' own first
+        step would make belongs (TensorFlow only: `distribute_strategy`)."""
+        strategy = getattr(self, "distribute_strategy", None)
+        return strategy.scope() if strategy is not None else contextlib.nullcontext()
 
     def build_compiled_loss(self, x, y=None, sample_weight=None) -> None:
         """Creates the compiled loss's and metrics' state now, from the shapes of `x` (a
@@ -171,8 +174,7 @@ class BertModel(keras.Model):
             batch = (x, y, sample_weight)
         else:
             return  # a generator or PyDataset: Keras builds in the trace, as before
-        strategy = getattr(self, "distribute_strategy", None)
-        with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        with self._strategy_scope():
             self._symbolic_build(data_batch=batch)
 
     def fit(self, x=None, y=None, *args, **kwargs):
