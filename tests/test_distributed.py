@@ -100,6 +100,63 @@ def test_trainer_requires_a_compiled_model(mirrored):
         StrategyTrainer(model, mirrored)
 
 
+PAIRS = 16  # (query, positive) rows of the contrastive test, batches of GLOBAL_BATCH
+
+
+def _contrastive_trainer(strategy, loss):
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        encoder = kbz.build_encoder(1000, 2, 2, 32, 64, max_sequence_length=64, dropout=0.0)
+        trainer = kbz.tasks.build_contrastive_trainer(kbz.build_embedder(encoder))
+        trainer.compile(optimizer=kbz.training.create_optimizer(1e-2, total_steps=4), loss=loss)
+    return trainer
+
+
+def _pair_dataset():
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(3, 11, (PAIRS, 2, 1))
+    x = {
+        "token_ids": rng.integers(1, 1000, (PAIRS, 2, 10)).astype("int32"),
+        "segment_ids": np.zeros((PAIRS, 2, 10), "int32"),
+        "padding_mask": (np.arange(10) < lengths).astype("int32"),
+    }
+    y = np.zeros(PAIRS, "int32")  # unused: the loss makes its targets from row positions
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH, drop_remainder=True)
+
+
+class _EachHalfItsOwnNegatives(keras.losses.Loss):
+    """One device's loss of what two replicas compute: each half of the global batch is a
+    replica's batch, its queries scored against its own positives only."""
+
+    def call(self, y_true, y_pred):
+        half = GLOBAL_BATCH // 2
+        blocks = [y_pred[:half, :half], y_pred[half:, half:]]
+        targets = keras.ops.arange(half, dtype="int32")
+        return keras.ops.concatenate(
+            [keras.losses.sparse_categorical_crossentropy(targets, b, True) for b in blocks]
+        )
+
+
+@pytest.mark.e2e  # two mirrored replicas
+def test_mirrored_in_batch_negatives_are_each_replica_s_own_batch(mirrored):
+    # What `kbz finetune embed --strategy mirrored` trains: each replica's queries against its
+    # own positives (as sentence-transformers under DDP without gathering), the gradients
+    # averaged over replicas. One device with that loss must reach the same weights; with the
+    # whole batch's negatives it must not (the check can fail).
+    runs = {}
+    for name, strategy, loss in (
+        ("mirrored", mirrored, kbz.tasks.in_batch_negatives_loss()),
+        ("halves", tf.distribute.get_strategy(), _EachHalfItsOwnNegatives()),
+        ("whole batch", tf.distribute.get_strategy(), kbz.tasks.in_batch_negatives_loss()),
+    ):
+        trainer = _contrastive_trainer(strategy, loss)
+        history = trainer.fit(_pair_dataset(), epochs=2, verbose=0)
+        runs[name] = _weights(trainer), history.history["loss"]
+    _assert_same(runs["mirrored"][0], runs["halves"][0])
+    np.testing.assert_allclose(runs["mirrored"][1], runs["halves"][1], rtol=1e-5)
+    assert not np.allclose(runs["mirrored"][1], runs["whole batch"][1], rtol=1e-3)
+
+
 WORKER = textwrap.dedent("""
     import json, os, sys
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"

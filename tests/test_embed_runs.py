@@ -130,3 +130,11 @@ def test_finetune_embed_in_mixed_precision_trains(tiny_preset, pairs, tmp_path):
     metrics = _finetune(tiny_preset, pairs, tmp_path / "bf16", *flags)
     assert all(np.isfinite(list(metrics["after"].values())))
     assert metrics["after"] != metrics["before"]
+
+
+@pytest.mark.e2e  # two mirrored replicas (the loss's semantics: test_distributed)
+def test_finetune_embed_on_two_mirrored_replicas_trains(tiny_preset, pairs, tmp_path):
+    flags = ["--epochs", "2", "--strategy", "mirrored", "--keep", "last"]
+    metrics = _finetune(tiny_preset, pairs, tmp_path / "mirrored", *flags)
+    assert metrics["steps"] == 2 * (len(pairs[1]) // 8)  # batches of 8 pairs, 4 a replica
+    assert metrics["after"]["mrr"] > metrics["before"]["mrr"]

@@ -57,11 +57,11 @@ class FinetuningTask:
         flags if a batch would split a group."""
         return batch_size
 
-    def training_schedule(self, lengths, rows: int, sequence_length: int, epochs: int,
+    def training_schedule(self, dataset, lengths, rows: int, sequence_length: int, epochs: int,
                           bucketing: bool, seed: int):  # fmt: skip
-        """The batches of `training_arrays`' rows, step by step (`batching.BatchSchedule`'s
-        interface): by default batches of similar length, trimmed to lengths chosen from
-        `lengths`, in an order drawn from `seed` each epoch."""
+        """The batches of `training_arrays(dataset)`' rows, step by step
+        (`batching.BatchSchedule`'s interface): by default batches of similar length, trimmed
+        to lengths chosen from `lengths`, in an order drawn from `seed` each epoch."""
         buckets = bucket_choice.training_buckets(lengths, rows, sequence_length, epochs, bucketing)
         logger.info("Training batches trimmed to the lengths %s.", buckets)
         return batching.BatchSchedule(lengths, rows, buckets, seed)

@@ -47,7 +47,6 @@ class EmbeddingTask(FinetuningTask):
         scale = self.scale
         if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
             raise ValueError(f"--scale must be a positive number. Received: {scale!r}.")
-        self._train = None  # the training pairs, which the schedule draws batches of
 
     def read(self, path, label_names=None, labels_optional=False) -> PairsData:
         return PairsData(str(path), read_pairs(path))
@@ -65,7 +64,6 @@ class EmbeddingTask(FinetuningTask):
         """`[pairs, 2, length]` arrays (query, positive); the targets are unused."""
         queries = packed_arrays(self.preprocessor, [q for q, _ in dataset.pairs])
         positives = packed_arrays(self.preprocessor, [p for _, p in dataset.pairs])
-        self._train = dataset
         x = {key: np.stack([queries[key], positives[key]], axis=1) for key in queries}
         return x, np.zeros(len(dataset.pairs), np.int32)
 
@@ -76,13 +74,14 @@ class EmbeddingTask(FinetuningTask):
             )
         return batch_size
 
-    def training_schedule(self, lengths, rows, sequence_length, epochs, bucketing, seed):
+    def training_schedule(self, dataset, lengths, rows, sequence_length, epochs, bucketing, seed):
+        """Batches of pairs with no text twice in a batch, drawn anew each epoch."""
         try:
             return DistinctBatchSchedule(
-                self._train.pairs, lengths, rows, seed, epochs, sequence_length, bucketing
+                dataset.pairs, lengths, rows, seed, epochs, sequence_length, bucketing
             )
         except ValueError as error:
-            raise ValueError(f"--train {self._train.path}: {error}") from None
+            raise ValueError(f"--train {dataset.path}: {error}") from None
 
     def training_model(self, model):
         return build_contrastive_trainer(model, self.scale)

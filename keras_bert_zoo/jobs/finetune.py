@@ -165,7 +165,7 @@ def _read(job, config: FinetuneConfig) -> _Data:
     lengths = batching.real_lengths(x)
     batch_size, epochs = job.training_rows(config.batch_size), config.epochs
     schedule = job.training_schedule(
-        lengths, batch_size, config.sequence_length, epochs, config.bucketing, config.seed
+        train, lengths, batch_size, config.sequence_length, epochs, config.bucketing, config.seed
     )
     if len(x["token_ids"]) < batch_size:
         what = "sequences" if batch_size == config.batch_size else "groups"
