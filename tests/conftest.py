@@ -122,12 +122,13 @@ if BACKEND == "tensorflow":
 
 @pytest.fixture(scope="session")
 def mirrored_strategy():
-    """One `MirroredStrategy` over the two logical CPUs for the whole session: two instances
-    in one process give their all-reduces the same collective keys, and TensorFlow then
-    fails with "Shape mismatch in the collective instance" once their shapes differ."""
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    assert len(devices) == 2, "conftest sets up two logical CPU devices"
-    return tf.distribute.MirroredStrategy(devices)
+    """`--strategy mirrored` here: the two logical CPUs, the process's one `MirroredStrategy`
+    (`get_strategy` keeps one per process; see `test_one_mirrored_strategy_per_process`)."""
+    from keras_bert_zoo.training.distributed import get_strategy
+
+    strategy = get_strategy("mirrored")
+    assert strategy.num_replicas_in_sync == 2, "conftest sets up two logical CPU devices"
+    return strategy
 
 
 TINY = dict(

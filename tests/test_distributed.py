@@ -214,6 +214,26 @@ def test_multi_worker_two_local_processes_equal_single_device(single_device, tmp
             _assert_same({k.replace("|", "/"): saved[k] for k in saved.files}, single_device[0])
 
 
+def _all_reduce(strategy, width):
+    def replica():
+        return tf.distribute.get_replica_context().all_reduce("sum", tf.ones([width]))
+
+    @tf.function
+    def step():
+        return strategy.run(replica)
+
+    return strategy.experimental_local_results(step())[0].numpy()
+
+
+def test_one_mirrored_strategy_per_process(mirrored):
+    # Two MirroredStrategy instances in one process number their all-reduces alike: the
+    # second run of another shape then fails with "Shape mismatch in the collective
+    # instance". Runs one after another (a sweep, a notebook) must share one strategy.
+    assert get_strategy("mirrored") is mirrored
+    for width in (3, 5):
+        np.testing.assert_array_equal(_all_reduce(get_strategy("mirrored"), width), [2.0] * width)
+
+
 def test_data_parallel_is_a_clear_error_on_tensorflow():
     with pytest.raises(ValueError, match=r"data-parallel` is Keras' DataParallel, which kbz runs"):
         get_strategy("data-parallel")

@@ -16,6 +16,7 @@ the loss is logged (metrics are computed after training, on validation data).
 """
 
 import contextlib
+import functools
 
 import keras
 
@@ -79,8 +80,19 @@ def get_strategy(name: str = "none", tpu: str | None = None):
         )
     if name == "none":
         return OneDevice() if tf is None else tf.distribute.get_strategy()
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
+    return _tf_strategy(name, tpu)
+
+
+@functools.cache
+def _tf_strategy(name: str, tpu: str | None):
+    """One tf.distribute strategy per name and process. Two `MirroredStrategy` instances in
+    one process number their all-reduces alike, and TensorFlow then fails ("Shape mismatch in
+    the collective instance") once the two strategies reduce tensors of different shapes: a
+    second run in the same process (a notebook, a sweep) must reuse the first one's strategy.
+    A TPU system and a cluster are likewise initialised once."""
+    if name == "mirrored":  # every local GPU; without one, every logical CPU device
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([device.name for device in devices])
     if name == "multi-worker":
         return tf.distribute.MultiWorkerMirroredStrategy()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
