@@ -64,11 +64,14 @@ def test_a_run_records_its_resolved_defaults(tmp_path, caplog):
 
 @pytest.mark.slow
 def test_the_tagger_defaults_learn_wnut17_from_minilm(minilm_preset, tmp_path):
-    # Measured 2026-11-24: entity F1 0.367 on the 300 dev sentences (epoch 1: 0.0, epoch 2:
-    # 0.342); the previous defaults (lr 2e-5, batch 32) tagged every word O (F1 0.0).
+    # The previous defaults (lr 2e-5, batch 32) tagged every word O (F1 0.0). These learn:
+    # entity F1 on the 300 dev sentences 0.2979 / 0.3709 / 0.3476 for seeds 0 / 1 / 2
+    # (2026-11-26; RESULTS.md, "Outcome parity at short recipes"). The bar sits below that
+    # seed spread and far above 0.0: the bar of 0.3 first set from one run (0.367) was inside
+    # the spread, and seed 0 missed it by 0.002.
     command = ["finetune", "tag", "--preset", str(minilm_preset), "--output", str(tmp_path)]
     command += ["--train", str(EXAMPLES / "wnut17_train_sample.conll")]
     command += ["--validation", str(EXAMPLES / "wnut17_dev_sample.conll"), "--no-export"]
     assert main([*command, "--overwrite"]) == 0
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["f1"] > 0.3, metrics
+    assert metrics["f1"] > 0.25, metrics
