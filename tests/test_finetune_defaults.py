@@ -11,6 +11,8 @@ from conftest import save_tiny_preset
 from keras_bert_zoo.choices import FINETUNE_DEFAULTS
 from keras_bert_zoo.cli import build_parser, main
 from keras_bert_zoo.cli.finetune_flags import FLAGS, TASK_NAMES, resolve
+from keras_bert_zoo.jobs import finetune as finetune_job
+from keras_bert_zoo.training import create_optimizer
 
 DATA = Path(__file__).parent / "data"
 EXAMPLES = Path(__file__).parents[1] / "examples" / "data"
@@ -44,8 +46,14 @@ def test_each_tasks_help_lists_its_own_defaults_and_flags_only(task, capsys):
         assert (flag in text) == (other == task), flag
 
 
-def test_a_run_records_its_resolved_defaults(tmp_path, caplog):
+def test_a_run_records_its_resolved_defaults(tmp_path, caplog, monkeypatch):
     # Left out or given with the default's value: the same run (it says "already complete").
+    decays = []  # what the job hands the optimizer
+    monkeypatch.setattr(
+        finetune_job,
+        "create_optimizer",
+        lambda *a, **k: decays.append(k["weight_decay"]) or create_optimizer(*a, **k),
+    )
     preset = save_tiny_preset(tmp_path / "tiny")
     command = ["finetune", "tag", "--preset", str(preset), "--output", str(tmp_path / "run")]
     command += ["--train", str(DATA / "finetune" / "wnut17_train_head.conll")]
@@ -56,10 +64,16 @@ def test_a_run_records_its_resolved_defaults(tmp_path, caplog):
     defaults = FINETUNE_DEFAULTS["tagger"]
     for name in ("learning_rate", "batch_size", "warmup_fraction"):
         assert settings[name] == defaults[name], name
+    assert settings["weight_decay"] == 0.01 and decays == [0.01]  # BERT's
     explicit = ["--learning-rate", "1e-4", "--batch-size", "16", "--warmup-fraction", "0.1"]
-    assert main([*command, *explicit]) == 0
+    assert main([*command, *explicit, "--weight-decay", "0.01"]) == 0
     assert "already complete" in caplog.text
     assert main([*command, "--learning-rate", "5e-5"]) == 2  # another run: refused
+    # transformers' Trainer default: another run, and the optimizer gets it
+    assert main([*command, "--weight-decay", "0", "--overwrite"]) == 0
+    assert decays == [0.01, 0.0]
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]
+    assert settings["weight_decay"] == 0.0
 
 
 @pytest.mark.slow

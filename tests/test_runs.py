@@ -699,6 +699,8 @@ def test_ctrl_c_ends_with_one_line_that_says_how_to_resume(tmp_path):
         ("finetune", ["--epochs", "0"], "--epochs must be a positive integer. Received: 0"),
         ("finetune", ["--sequence-length", "2"], "--sequence-length must be between 8 and"),
         ("finetune", ["--learning-rate", "0"], "--learning-rate must be positive"),
+        ("finetune", ["--warmup-fraction", "1"], "--warmup-fraction must be in [0, 1)"),
+        ("finetune", ["--weight-decay", "-0.01"], "--weight-decay must be 0 (off) or positive"),
         (
             "pretrain",
             ["--max-seq-length", "1024"],

@@ -68,7 +68,7 @@ def _add_convert(subcommands) -> None:
 
 # `kbz finetune TASK`'s flags, in `--help`'s order: `FinetuneConfig`'s fields (`jobs.config`).
 FINETUNE_FLAGS = (
-    ("preset", "train", "validation", "output", *SCHEDULE),
+    ("preset", "train", "validation", "output", *SCHEDULE, "weight_decay"),
     ("strategy", "tpu", "jit_compile"),
     ("mixed_precision", "seed", *CHECKPOINTS, "overwrite", "export", "bucketing", "keep"),
 )

@@ -24,11 +24,13 @@ def check_flags(**flags) -> None:
             )
 
 
-def check_rates(learning_rate, warmup_fraction) -> None:
+def check_rates(learning_rate, warmup_fraction, weight_decay=0.0) -> None:
     if not learning_rate > 0:
         raise ValueError(f"--learning-rate must be positive. Received: {learning_rate!r}.")
     if not 0 <= warmup_fraction < 1:
         raise ValueError(f"--warmup-fraction must be in [0, 1). Received: {warmup_fraction!r}.")
+    if not 0 <= weight_decay < float("inf"):
+        raise ValueError(f"--weight-decay must be 0 (off) or positive. Received: {weight_decay!r}.")
 
 
 def check_length(flag: str, length: int, preset, minimum: int) -> None:

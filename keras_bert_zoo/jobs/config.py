@@ -101,6 +101,11 @@ class FinetuneConfig(RunConfig):
     warmup_fraction: float | None = setting(
         None, "share of the steps that warm the learning rate up"
     )
+    weight_decay: float = setting(
+        0.01,
+        "AdamW's decoupled weight decay, not applied to LayerNorm weights and biases (BERT's "
+        "0.01; transformers' Trainer defaults to 0.0)",
+    )
     strategy: str = setting("none", _STRATEGY, identity=False, choices=STRATEGIES)
     tpu: str | None = setting(
         None, "TPU name or address (--strategy tpu)", identity=False, shown="none, local"

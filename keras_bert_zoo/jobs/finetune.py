@@ -121,7 +121,7 @@ def _prepare(config: FinetuneConfig):
         checkpoint_every=config.checkpoint_every,
         keep_checkpoints=config.keep_checkpoints,
     )
-    check_rates(config.learning_rate, config.warmup_fraction)
+    check_rates(config.learning_rate, config.warmup_fraction, config.weight_decay)
     check_lora(config.lora_rank, config.lora_alpha, config.lora_targets)
     check_length("--sequence-length", config.sequence_length, config.preset, minimum=8)
     check_minutes(config.checkpoint_every_minutes)
@@ -194,6 +194,7 @@ def _build(job, data: _Data, config: FinetuneConfig, distribution):
             config.learning_rate,
             total,
             config.warmup_fraction,
+            weight_decay=config.weight_decay,
             loss_scale=config.mixed_precision == "mixed_float16",
         )
         trained = job.training_model(model)
