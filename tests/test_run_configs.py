@@ -122,3 +122,18 @@ def test_flags_become_the_config_the_job_runs():
     args = build_parser().parse_args(["pretrain", "--preset", "p", "--output", "o"])
     args.jit_compile = True
     assert config_from_args(PretrainConfig, args) == PretrainConfig("p", "o")
+
+
+def test_a_run_recorded_before_a_setting_existed_ran_with_its_default(tmp_path):
+    """`--weight-decay` came after runs had recorded their settings without it: such a run is
+    the same run at the default (0.01, what it trained with), another run at another value."""
+    config = FinetuneConfig("classifier", "p", "t", "v", str(tmp_path), epochs=1)
+    settings = config.settings()
+    del settings["weight_decay"]
+    record = {"command": "finetune", "settings": settings, "inputs": {}, "status": "complete"}
+    (tmp_path / "run.json").write_text(json.dumps({**record, "metrics": {"accuracy": 0.5}}))
+    with RunDirectory(tmp_path, "finetune", config, {}) as run:
+        assert run.finished == {"accuracy": 0.5}
+    other = dataclasses.replace(config, weight_decay=0.0)
+    with pytest.raises(ValueError, match=r"weight_decay: was 0\.01, now 0\.0\b"):
+        RunDirectory(tmp_path, "finetune", other, {}).__enter__()

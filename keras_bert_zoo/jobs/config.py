@@ -46,6 +46,18 @@ class RunConfig:
         execution = {f.name for f in dataclasses.fields(self) if not f.metadata["identity"]}
         return {k: v for k, v in self.settings().items() if k not in execution}
 
+    def defaults(self) -> dict:
+        """The recorded fields' fixed defaults, as `settings()` writes them (a run recorded
+        before a field existed ran with its default)."""
+        fields = dataclasses.fields(self)
+        return _json(
+            {
+                f.name: f.default
+                for f in fields
+                if f.metadata["record"] and f.default is not dataclasses.MISSING
+            }
+        )
+
 
 def _json(value):
     if isinstance(value, dict):

@@ -58,7 +58,11 @@ def fingerprint(path) -> dict:
     return {"size": path.stat().st_size, "sha256": sha256_file(path, limit=_FULL_HASH_BYTES)}
 
 
-def _differences(stored: dict, current: dict, execution: set) -> list:
+def _differences(stored: dict, current: dict, execution: set, defaults: dict) -> list:
+    """Each setting that differs. A setting the record lacks was added to the config after
+    the run started; its default is what the run used then (a new setting's default keeps
+    the earlier behaviour), so the run resumes unless this attempt asks for another value."""
+    stored = {**{k: v for k, v in defaults.items() if k in current}, **stored}
     keys = sorted((set(stored) | set(current)) - execution)
     return [
         f"{key}: was {stored.get(key)!r}, now {current.get(key)!r}"
@@ -83,8 +87,10 @@ class RunDirectory(contextlib.AbstractContextManager):
 
     def __init__(self, output, command: str, settings, inputs: dict, overwrite: bool = False):
         self.output = Path(output)
+        self._defaults = {}
         if hasattr(settings, "identity"):  # a run config (`jobs.config`)
             recorded, identity = settings.settings(), settings.identity()
+            self._defaults = settings.defaults()
         else:
             recorded = identity = settings
         # How an attempt runs, not what it computes: may change between attempts of one run.
@@ -189,7 +195,9 @@ class RunDirectory(contextlib.AbstractContextManager):
         if stored.get("command") != self.record["command"]:
             problems.append(f"command: was {stored.get('command')}, now {self.record['command']}")
         stored_settings = stored.get("settings", {})
-        problems += _differences(stored_settings, self.record["settings"], self._execution)
+        problems += _differences(
+            stored_settings, self.record["settings"], self._execution, self._defaults
+        )
         for flag in sorted(set(stored.get("inputs", {})) | set(self.record["inputs"])):
             if stored.get("inputs", {}).get(flag) != self.record["inputs"].get(flag):
                 problems.append(f"{flag}: the input file(s) changed (or other files were given)")
