@@ -32,17 +32,22 @@ demo: $(STAMP)
 # module per worker (its fixtures stay in one process): much of a test is single-threaded
 # (Python, XLA's compiler). JAX and PyTorch stay in one process: their TensorFlow-free tests
 # must run before the `tensorflow_data` ones unblock the import (conftest.py).
+# The fast tier compiles JAX's XLA programs without LLVM's optimizations (QUICK_XLA): its
+# tiny models spend their time compiling, not running, and this halves a train step's compile
+# (benchmarks/RESULTS.md, "Test tiers"). The other tiers compile as users do. TensorFlow's
+# compiles do not get faster with it, so its process keeps the defaults.
 WORKERS ?= 2
-JAX := KERAS_BACKEND=jax XLA_FLAGS=--xla_force_host_platform_device_count=2
+QUICK_XLA := --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true
+JAX = KERAS_BACKEND=jax XLA_FLAGS="--xla_force_host_platform_device_count=2 $(1)"
 TORCH := KERAS_BACKEND=torch
 define tier
 	$(PY) -m pytest -q -m "$(1)" $(2) || [ $$? -eq 5 ]
-	$(JAX) $(PY) -m pytest -q -m "$(1)" || [ $$? -eq 5 ]
+	$(call JAX,$(3)) $(PY) -m pytest -q -m "$(1)" || [ $$? -eq 5 ]
 	$(TORCH) $(PY) -m pytest -q -m "$(1)" || [ $$? -eq 5 ]
 endef
 
 test: $(STAMP)
-	$(call tier,not slow and not e2e,-n $(WORKERS) --dist loadfile)
+	$(call tier,not slow and not e2e,-n $(WORKERS) --dist loadfile,$(QUICK_XLA))
 
 test-e2e: $(STAMP)
 	$(call tier,e2e and not slow)

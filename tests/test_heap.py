@@ -14,8 +14,8 @@ class Node:
 
 
 def test_objects_alive_at_each_freeze_are_skipped_then_handed_back():
+    gc.unfreeze()  # nothing frozen before the block (tests/conftest.py freezes between tests)
     gc.collect()
-    assert gc.get_freeze_count() == 0
     early = Node()
     with frozen_heap() as refreeze:
         frozen = gc.get_freeze_count()
@@ -33,9 +33,26 @@ def test_objects_alive_at_each_freeze_are_skipped_then_handed_back():
 
 
 def test_an_error_inside_still_unfreezes():
+    gc.unfreeze()
     try:
         with frozen_heap():
             raise RuntimeError("training failed")
     except RuntimeError:
         pass
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_heap_the_caller_froze_stays_frozen():
+    gc.collect()
+    gc.freeze()  # as a server does before forking, or tests/conftest.py between tests
+    try:
+        with frozen_heap() as refreeze:
+            late = Node()
+            refreeze()
+        probe = weakref.ref(late)
+        del late
+        gc.collect()
+        assert probe() is not None  # still frozen after the block: nothing handed back
+    finally:
+        gc.unfreeze()
     assert gc.get_freeze_count() == 0

@@ -13,7 +13,9 @@ generation (`gc.freeze`), which collections skip, and the run calls the `refreez
 again before each phase that traces new programs after a long stretch of steps (validation,
 the export). Nothing is walked on the way in (no `gc.collect`: that walk is the cost). When
 the run ends, `gc.unfreeze` hands the objects back, so a notebook that called the run
-collects them as usual.
+collects them as usual. A caller that had frozen its own heap before the run (a server that
+freezes before forking, a test harness) keeps it frozen: `gc.unfreeze` cannot tell its objects
+from the run's, so only a block that began with nothing frozen unfreezes at its end.
 """
 
 import contextlib
@@ -23,8 +25,10 @@ import gc
 @contextlib.contextmanager
 def frozen_heap():
     """Freezes the objects alive now for the duration of the block; yields `refreeze`."""
+    outermost = gc.get_freeze_count() == 0
     gc.freeze()
     try:
         yield gc.freeze
     finally:
-        gc.unfreeze()
+        if outermost:
+            gc.unfreeze()
