@@ -33,6 +33,7 @@ predict_pb2 = require_tensorflow("SavedModel export", "tensorflow_serving.apis.p
 prediction_log_pb2 = require_tensorflow(
     "SavedModel export", "tensorflow_serving.apis.prediction_log_pb2"
 )
+save_context = require_tensorflow("SavedModel export", "tensorflow.python.saved_model.save_context")
 
 from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
@@ -69,6 +70,28 @@ def _warmup_requests(directory: Path, names: tuple, model_name: str) -> None:
             predict_log=prediction_log_pb2.PredictLog(request=request)
         )
         writer.write(log.SerializeToString())
+
+
+def _write_out(archive, directory: Path) -> None:
+    """`archive.write_out`, tracing each endpoint once where Keras' archive traces it twice.
+
+    The archive traces every endpoint to list its variables, then `tf.saved_model.save` traces
+    it again: TensorFlow keys a function's traces by the save context's variable policy, and
+    the first trace ran outside any save context. Listing the variables inside a save context
+    with `write_out`'s own options (the defaults) lets the save reuse that trace, which halves
+    the tracing of the tokenizer's graph and the model (`kbz export` of a tiny tagger: 14 ->
+    9.5 s; benchmarks/RESULTS.md, "Test tiers"). If a Keras release renames the step, the
+    export stays correct and traces twice (tests/test_export.py counts the traces).
+    """
+    list_variables = getattr(archive, "_filter_and_track_resources", None)
+    if list_variables is not None:
+
+        def in_save_context():
+            with save_context.save_context(tf.saved_model.SaveOptions()):
+                list_variables()
+
+        archive._filter_and_track_resources = in_save_context
+    archive.write_out(str(directory), verbose=False)
 
 
 def export_saved_model(
@@ -155,7 +178,7 @@ def export_saved_model(
         signature = [text_spec] * len(names)
         archive.add_endpoint("serving_default", serve if pairs else serve_text, signature)
     with staged_directory(path) as staging:
-        archive.write_out(str(staging), verbose=False)
+        _write_out(archive, staging)
         if strings:
             _warmup_requests(staging, names, path.parent.name)
     logger.info("Exported %s (%s) to %s", model.name, task, path)
