@@ -133,14 +133,15 @@ def exported(preprocessor, tmp_path_factory):
 
 
 def test_loaded_without_keras(exported):
-    results = exported[2]
+    _, _, results, _ = exported
     assert not any(r["keras_loaded"] for r in results.values())
 
 
 def test_each_endpoint_is_traced_once(exported):
     # Keras' archive traces twice unless export_saved_model lists the variables in a save
     # context (`_write_out`): the tokenizer's graph is most of an export's time.
-    assert exported[3] == {"classifier": 1, "tagger": 1, "question_answerer": 1}
+    _, _, _, traces = exported
+    assert traces == {"classifier": 1, "tagger": 1, "question_answerer": 1}
 
 
 def test_each_weight_is_stored_once(exported):
