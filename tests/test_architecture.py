@@ -204,7 +204,7 @@ def test_jax_and_torch_jobs_never_import_an_installed_tensorflow(backend):
     out = _python(
         "import sys\n"
         "import keras_bert_zoo as kbz\n"
-        "from keras_bert_zoo.cli import commands\n"
+        "from keras_bert_zoo.cli import commands, parser\n"
         "from keras_bert_zoo.jobs import embed, finetune, finetune_embed, predict, pretrain\n"
         "from keras_bert_zoo.data.pretraining import text\n"
         "preprocessor = kbz.BertPreprocessor.from_preset('bert_tiny_en_uncased', "

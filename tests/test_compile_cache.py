@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import save_tiny_preset
 
-from keras_bert_zoo.cli import build_parser, commands
+from keras_bert_zoo.cli import build_parser, common
 from keras_bert_zoo.training import compile_cache
 
 DATA = Path(__file__).parent / "data" / "finetune"
@@ -165,7 +165,7 @@ def test_commands_enable_the_cache_unless_told_not_to(argv, expected, tmp_path, 
     ):
         args = build_parser().parse_args([*command, "--output", "o", *argv])
         calls.clear()
-        commands.use_compile_cache(args)
+        common.use_compile_cache(args)
         assert calls == ([] if expected is None else [None if expected == "default" else "DIR"])
 
 

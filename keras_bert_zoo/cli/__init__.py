@@ -1,4 +1,5 @@
-"""The `kbz` command line: `parser` holds every flag, `commands` every action and print.
+"""The `kbz` command line: one module per command in `commands` (its flags, its run and every
+line it prints), the shared flags beside them (`config_flags`, `task_flags`, `compile_flags`).
 
 The parser imports nothing heavy; unless `--verbose` is given, TensorFlow's C++ log lines
 are filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
@@ -12,8 +13,10 @@ import sys
 import threading
 
 from keras_bert_zoo import console
-from keras_bert_zoo.cli import commands, messages
-from keras_bert_zoo.cli.create_data_flags import add_create_pretraining_data_arguments
+from keras_bert_zoo.cli import common, messages
+from keras_bert_zoo.cli.commands.create_pretraining_data import (
+    add_create_pretraining_data_arguments,
+)
 from keras_bert_zoo.cli.parser import build_parser
 from keras_bert_zoo.extras import MissingExtraError
 
@@ -31,7 +34,7 @@ def main(argv=None) -> int:
     flags = messages.command_flags(parser, args.command, getattr(args, "task", None))
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
-            commands.use_compile_cache(args)
+            common.use_compile_cache(args)
             return args.run(args)
         except (ValueError, MissingExtraError, *messages.PATH_ERRORS) as error:
             print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
@@ -40,7 +43,7 @@ def main(argv=None) -> int:
             print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
-            print(f"\nkbz {args.command}: {commands.interrupted(args)}", file=sys.stderr)
+            print(f"\nkbz {args.command}: {common.interrupted(args)}", file=sys.stderr)
             return 130
 
 

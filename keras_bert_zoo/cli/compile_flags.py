@@ -2,6 +2,10 @@
 
 import argparse
 
+# Flags the command line resolves itself (`resolve_jit_compile`: the backend's XLA default), so
+# `add_config_flags` leaves their default at None.
+RESOLVED = {"jit_compile": None}
+
 
 def add_compile_arguments(parser, jit_help: str) -> None:
     """`--jit-compile` and the on-disk cache of its compiled programs, `--compile-cache`."""

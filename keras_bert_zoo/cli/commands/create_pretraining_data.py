@@ -1,9 +1,9 @@
-"""The flags of `kbz create-pretraining-data`: google-research/bert's, snake_case (argparse only).
-
-Each also answers to the kebab-case spelling the other commands use (`--input-file`).
-"""
+"""`kbz create-pretraining-data`: text files to MLM + NSP TFRecords, with google-research/bert's
+snake_case flags; each also answers to the kebab-case spelling the other commands use
+(`--input-file`)."""
 
 import argparse
+from pathlib import Path
 
 
 def _bool_flag(value: str) -> bool:
@@ -54,3 +54,37 @@ def add_create_pretraining_data_arguments(parser: argparse.ArgumentParser) -> No
         default=None,
         help="parallel input files (default: CPU count; worker processes from 2M tokens)",
     )
+
+
+def add_parser(subcommands) -> None:
+    parser = subcommands.add_parser(
+        "create-pretraining-data", help="text to MLM+NSP TFRecords (google-research/bert flags)"
+    )
+    add_create_pretraining_data_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from keras_bert_zoo.data.pretraining import create  # when run: --help stays instant
+
+    stats = create.create_pretraining_data(
+        args.input_file,
+        args.output_file,
+        args.vocab_file,
+        args.do_lower_case,
+        args.max_seq_length,
+        args.max_predictions_per_seq,
+        args.random_seed,
+        args.dupe_factor,
+        args.masked_lm_prob,
+        args.short_seq_prob,
+        bool(args.do_whole_word_mask),
+        args.preset,
+        args.input_format,
+        args.num_workers,
+    )
+    print(
+        f"Wrote {stats['instances']} instances from {stats['documents']} documents to "
+        f"{', '.join(str(Path(p)) for p in stats['output_files'])}"
+    )
+    return 0

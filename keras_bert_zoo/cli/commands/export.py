@@ -8,6 +8,53 @@ from pathlib import Path
 DEFAULT_SEQUENCE_LENGTH = 128  # for a preset that records no length
 
 
+def add_parser(subcommands) -> None:
+    export = subcommands.add_parser("export", help="SavedModel (TF Serving) or ONNX")
+    export.add_argument(
+        "source", help="preset directory (task and vocabulary from it) or a .keras model"
+    )
+    export.add_argument("destination", help="SavedModel version dir (exports/m/1) or ONNX dir")
+    export.add_argument(
+        "--preset",
+        default=None,
+        help="preset whose vocabulary the string signature uses (needed for a .keras model)",
+    )
+    export.add_argument(
+        "--ids-only", action="store_true", help="only the serve_token_ids signature"
+    )
+    export.add_argument("--overwrite", action="store_true")
+    export.add_argument(
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="tokens per text of the string signature (default: the length the preset "
+        "records: a kbz finetune run's --sequence-length, a sentence-transformers model's "
+        "max_seq_length; else 128)",
+    )
+    export.add_argument(
+        "--format",
+        choices=("savedmodel", "onnx"),
+        default="savedmodel",
+        help="savedmodel (TF Serving, raw strings in; the default) or onnx (ONNX Runtime, "
+        "token ids in; needs pip install 'keras-bert-zoo[onnx]')",
+    )
+    export.add_argument(
+        "--quantize",
+        choices=("int8",),
+        default=None,
+        help="int8 weights: ONNX Runtime's dynamic quantization for --format onnx, Keras' "
+        "model.quantize('int8') for a SavedModel",
+    )
+    export.add_argument(
+        "--task",
+        choices=("encoder", "embedder"),
+        default=None,
+        help="export a preset directory as this task instead of its own (default: the "
+        "preset's task; embedder for a converted sentence-transformers preset)",
+    )
+    export.set_defaults(run=run)
+
+
 def export_task(config, requested: str | None) -> str:
     """The task a preset directory is exported as: `--task`, else the preset's own task, or
     `embedder` for an encoder preset that records sentence-transformers pooling (converted
@@ -42,7 +89,7 @@ def _model(args):
     raise ValueError(f"{source} is neither a preset directory nor a .keras file.")
 
 
-def run_export(args) -> int:
+def run(args) -> int:
     from keras_bert_zoo.tokenization import BertPreprocessor  # when run: --help stays instant
 
     onnx = args.format == "onnx"

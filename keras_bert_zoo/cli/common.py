@@ -1,0 +1,42 @@
+"""What every `kbz` command shares when it runs: XLA's compile settings, the list of what a
+run wrote, and the line shown for Ctrl-C."""
+
+import json
+from pathlib import Path
+
+from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
+
+
+def use_compile_cache(args) -> None:
+    """Before anything compiles: `--jit-compile`'s default for the backend, and XLA's programs
+    kept on disk (`--compile-cache`)."""
+    resolve_jit_compile(args)
+    if not getattr(args, "jit_compile", False):
+        return
+    from keras_bert_zoo.training import compile_cache  # only for XLA: it loads the backend
+
+    choice = args.compile_cache
+    if choice is None or choice.strip().lower() not in compile_cache.OFF:
+        compile_cache.enable_compile_cache(choice)
+
+
+def list_outputs(output, *written) -> None:
+    """One line per output a run wrote: `(name, what it is for)`, those that exist."""
+    for name, what in written:
+        if (Path(output) / name).exists():
+            print(f"  {Path(output) / name}: {what}")
+
+
+def interrupted(args) -> str:
+    """The one line shown for Ctrl-C: where the run stopped and how to go on."""
+    output = getattr(args, "output", None)
+    state = Path(output or ".") / "checkpoints" / "state.json"
+    if output is None or not state.is_file():
+        return "interrupted before any checkpoint was written."
+    newest = json.loads(state.read_text())
+    newest = newest["checkpoints"][-1] if "checkpoints" in newest else newest
+    where = f"step {newest['step']}" if "step" in newest else f"interval {newest['interval']}"
+    return (
+        f"interrupted. The checkpoint of {where} in {state.parent} is kept; re-run the same "
+        "command to resume from it."
+    )
