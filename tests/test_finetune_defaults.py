@@ -10,7 +10,8 @@ from conftest import save_tiny_preset
 
 from keras_bert_zoo.choices import FINETUNE_DEFAULTS
 from keras_bert_zoo.cli import build_parser, main
-from keras_bert_zoo.cli.finetune_flags import FLAGS, TASK_NAMES, resolve
+from keras_bert_zoo.cli.finetune_flags import FLAGS, resolve
+from keras_bert_zoo.cli.task_flags import FINETUNE_TASKS
 from keras_bert_zoo.jobs import finetune as finetune_job
 from keras_bert_zoo.training import create_optimizer
 
@@ -23,9 +24,9 @@ def _parse(task, *flags):
     return resolve(build_parser().parse_args([*base, "--output", "o", *flags]))
 
 
-@pytest.mark.parametrize("task", sorted(TASK_NAMES))
+@pytest.mark.parametrize("task", sorted(FINETUNE_TASKS))
 def test_each_task_takes_its_own_defaults_and_explicit_flags_win(task):
-    defaults = FINETUNE_DEFAULTS[TASK_NAMES[task]]
+    defaults = FINETUNE_DEFAULTS[FINETUNE_TASKS[task]]
     assert set(defaults) == set(FLAGS)
     args = _parse(task)
     assert {name: getattr(args, name) for name in FLAGS} == defaults
@@ -33,13 +34,13 @@ def test_each_task_takes_its_own_defaults_and_explicit_flags_win(task):
     assert (args.learning_rate, args.epochs, args.batch_size) == (3e-5, 7, defaults["batch_size"])
 
 
-@pytest.mark.parametrize("task", sorted(TASK_NAMES))
+@pytest.mark.parametrize("task", sorted(FINETUNE_TASKS))
 def test_each_tasks_help_lists_its_own_defaults_and_flags_only(task, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["finetune", task, "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for name in FLAGS:
-        value = FINETUNE_DEFAULTS[TASK_NAMES[task]][name]
+        value = FINETUNE_DEFAULTS[FINETUNE_TASKS[task]][name]
         assert f"--{name.replace('_', '-')}" in text and f"(default: {value:g}" in text, name
     only = {"classify": "--text-columns", "qa": "--doc-stride", "embed": "--scale"}
     for other, flag in only.items():

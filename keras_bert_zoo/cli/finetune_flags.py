@@ -6,11 +6,9 @@ so that the commands see the values the run records, and `--help` lists them.
 """
 
 from keras_bert_zoo.choices import finetune_settings
+from keras_bert_zoo.cli.task_flags import FINETUNE_TASKS
 from keras_bert_zoo.jobs.config import SCHEDULE
-from keras_bert_zoo.task_specs import SPECS
 
-# Command-line task names -> the package's task names (`keras_bert_zoo.tasks.TASKS`).
-TASK_NAMES = {spec.cli_name: name for name, spec in SPECS.items()}
 FLAGS = SCHEDULE  # epochs, batch_size, sequence_length, learning_rate, warmup_fraction
 
 
@@ -18,5 +16,5 @@ def resolve(args):
     """Fills the flags left out with the defaults of `args.task`; returns `args`."""
     given = {name: getattr(args, name) for name in FLAGS}
     lora = bool(getattr(args, "lora_rank", None))
-    vars(args).update(finetune_settings(TASK_NAMES[args.task], lora=lora, **given))
+    vars(args).update(finetune_settings(FINETUNE_TASKS[args.task], lora=lora, **given))
     return args
