@@ -118,9 +118,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
         )
         self.output_dropout = Dropout(self.dropout, dtype=policy, name="output_dropout")
 
-    def _self_attention(self, x, padding_mask, training, first_token_only):
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        qkv = ops.reshape(self.attention_qkv(x), (batch, length, 3, self.num_heads, self.head_dim))
+    def _self_attention(self, tokens, batch, length, padding_mask, training, first_token_only):
+        """Attention of `tokens` (`[batch * length, hidden]`); `[batch * queries, hidden]`."""
+        qkv = self.attention_qkv(tokens)
+        qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_dim))
         query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         if first_token_only:
             # the fused kernel still projects every query (slicing it would bypass LoRA and
@@ -132,19 +133,28 @@ class TransformerEncoderBlock(keras.layers.Layer):
             context = explicit_attention(
                 query, key, value, padding_mask, self.attention_dropout, training
             )
-        return ops.reshape(context, (batch, ops.shape(query)[1], self.hidden_dim))
+        return ops.reshape(context, (-1, self.hidden_dim))
 
     def call(self, inputs, padding_mask, training=None, first_token_only=False):
+        # The projections, feed-forward and LayerNorms run on `[batch * length, hidden]`:
+        # a 2-D matmul is one TensorFlow MatMul that oneDNN fuses with its bias add and GELU
+        # (a 3-D input goes through Tensordot's reshapes, which block that fusion; measured
+        # in benchmarks/RESULTS.md "kbz embed vs sentence-transformers recipe"); under XLA
+        # the reshapes are free.
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        tokens = ops.reshape(inputs, (-1, self.hidden_dim))
         attended = self.attention_output(
-            self._self_attention(inputs, padding_mask, training, first_token_only)
+            self._self_attention(tokens, batch, length, padding_mask, training, first_token_only)
         )
-        residual = inputs[:, :1] if first_token_only else inputs
+        queries = 1 if first_token_only else length
+        residual = ops.reshape(inputs[:, :1], (-1, self.hidden_dim)) if first_token_only else tokens
         x = self.attention_layer_norm(
             residual + self.attention_output_dropout(attended, training=training)
         )
         hidden = keras.activations.gelu(self.intermediate(x), approximate=self.gelu_approximate)
         out = self.output_dense(hidden)
-        return self.output_layer_norm(x + self.output_dropout(out, training=training))
+        out = self.output_layer_norm(x + self.output_dropout(out, training=training))
+        return ops.reshape(out, (batch, queries, self.hidden_dim))
 
     def get_config(self):
         config = super().get_config()
