@@ -203,9 +203,20 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(
         return predict(inputs, **kwargs)
 
     model.predict = recording
+    graph_rows, graph_forward = [], batching._graph_forward
+
+    def counting(model):  # the rows each graph call runs
+        run = graph_forward(model)
+        return lambda inputs, batch_size: (
+            graph_rows.append(len(inputs["token_ids"])) or run(inputs, batch_size)
+        )
+
+    monkeypatch.setattr(batching, "_graph_forward", counting)
     bucketed = batching.predict(model, x, 9, buckets, job.sequence_outputs)
     if graph:  # one graph traced once serves every bucket length
         assert not shapes and batching._GRAPHS[model].experimental_get_tracing_count() == 1
+        assert sum(graph_rows) == len(x["token_ids"])  # no filler rows for the graph
+        assert len(graph_rows) > 1
     else:  # whole batches only (the partial last one filled up): one batch shape per bucket
         assert len(x["token_ids"]) % 9 and all(rows % 9 == 0 for rows, _ in shapes), shapes
         assert len({width for _, width in shapes}) == len(shapes) > 1

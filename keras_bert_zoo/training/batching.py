@@ -211,10 +211,11 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
     """
-    run = _graph_forward(model) if predicts_as_graph(model) else None
+    graph = predicts_as_graph(model)
+    run = _graph_forward(model) if graph else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
-    return _predict(model, x, batch_size, buckets, sequence_outputs, run)
+    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole=not graph)
 
 
 def predicts_as_graph(model) -> bool:
@@ -254,7 +255,9 @@ def _graph_forward(model):
     return run
 
 
-def _predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool, run=None):
+def _predict(
+    model, x: dict, batch_size: int, buckets, sequence_outputs: bool, run=None, whole=True
+):
     total = np.asarray(x["token_ids"]).shape[1]
     lengths = real_lengths(x)
     if not len(lengths):
@@ -267,10 +270,11 @@ def _predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool, r
         rows = order[begin : begin + batch_size * len(list(group))]
         begin += len(rows)
         length = int(buckets[bucket])
-        # Whole batches only (the last one filled with repeated rows, whose outputs are
-        # dropped): one batch shape, so one XLA program, per bucket.
-        whole = np.resize(rows, -(-len(rows) // batch_size) * batch_size)
-        inputs = {key: _trim(np.asarray(v)[whole], length, True) for key, v in x.items()}
+        # Under XLA whole batches only (the last one filled with repeated rows, whose
+        # outputs are dropped): one batch shape, so one program, per bucket. One graph runs
+        # any batch size, so it gets no filler: the sorted corpus' last batch is its longest.
+        filled = np.resize(rows, -(-len(rows) // batch_size) * batch_size) if whole else rows
+        inputs = {key: _trim(np.asarray(v)[filled], length, True) for key, v in x.items()}
         if run is None:
             part = model.predict(inputs, batch_size=batch_size, verbose=0)
         else:
