@@ -207,7 +207,8 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     Examples are sorted by real length; consecutive batches share the bucket of their
     longest example, and each run of batches with one bucket is one `model.predict` call of
     whole batches (a partial last batch is filled up, then its filler outputs dropped), so
-    under XLA each bucket compiles one program (on TensorFlow on CPU one graph serves all).
+    under XLA each bucket compiles one program. On TensorFlow on CPU one graph serves every
+    length and batch size, so its batches get no filler rows.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
     """
