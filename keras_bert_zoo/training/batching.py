@@ -30,7 +30,8 @@ program per bucket, even for a model compiled with `jit_compile=True` (the train
 XLA): there the compiled forward pass is no faster per batch, and a compile per bucket costs
 more than the pass itself (benchmarks/RESULTS.md, "Length bucketing"). The graph's outputs
 are also the same at any batch size. On GPU and TPU, and on JAX and
-PyTorch, prediction compiles as the model was compiled.
+PyTorch, prediction compiles as the model was compiled; eager PyTorch, like the graph, runs
+batches trimmed to steps of 8 tokens without filler rows (`predicts_any_shape`).
 
 >>> schedule = kbz.training.batching.BatchSchedule(lengths, 32, bucket_lengths(128), seed=0)
 >>> indices, lengths = schedule.batches(0, schedule.steps_per_epoch)
@@ -67,14 +68,14 @@ def bucket_lengths(sequence_length: int, bucketing: bool = True) -> list[int]:
 
 
 def prediction_buckets(model, sequence_length: int) -> list[int]:
-    """The lengths `predict` trims batches to: steps of 8 tokens where one graph runs every
-    length without a compile (`predicts_as_graph`), else `bucket_lengths` (one XLA program
-    per bucket).
+    """The lengths `predict` trims batches to: steps of 8 tokens where every length runs
+    without a compile (`predicts_any_shape`), else `bucket_lengths` (one XLA program per
+    bucket).
 
     >>> prediction_buckets(model, 40)  # TensorFlow on CPU
     [8, 16, 24, 32, 40]
     """
-    if predicts_as_graph(model):
+    if predicts_any_shape(model):
         return list(range(8, sequence_length, 8)) + [sequence_length]
     return bucket_lengths(sequence_length)
 
@@ -207,16 +208,16 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     Examples are sorted by real length; consecutive batches share the bucket of their
     longest example, and each run of batches with one bucket is one `model.predict` call of
     whole batches (a partial last batch is filled up, then its filler outputs dropped), so
-    under XLA each bucket compiles one program. On TensorFlow on CPU one graph serves every
-    length and batch size, so its batches get no filler rows.
+    under XLA each bucket compiles one program. Where any shape runs without a compile
+    (`predicts_any_shape`: one TensorFlow graph on CPU, eager PyTorch) batches get no filler.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
     """
-    graph = predicts_as_graph(model)
-    run = _graph_forward(model) if graph else None
+    run = _graph_forward(model) if predicts_as_graph(model) else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
-    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole=not graph)
+    whole = not predicts_any_shape(model)
+    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole=whole)
 
 
 def predicts_as_graph(model) -> bool:
@@ -228,6 +229,15 @@ def predicts_as_graph(model) -> bool:
         return True
     accelerated = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")
     return not accelerated
+
+
+def predicts_any_shape(model) -> bool:
+    """True where a new batch shape costs no compile: TensorFlow's one graph
+    (`predicts_as_graph`), or PyTorch running eagerly (its default; `torch.compile`, Keras'
+    `jit_compile` there, compiles per shape)."""
+    if keras.backend.backend() == "torch":
+        return not getattr(model, "jit_compile", False)
+    return predicts_as_graph(model)
 
 
 _GRAPHS = weakref.WeakKeyDictionary()  # model -> its graph-mode forward pass
@@ -272,8 +282,8 @@ def _predict(
         begin += len(rows)
         length = int(buckets[bucket])
         # Under XLA whole batches only (the last one filled with repeated rows, whose
-        # outputs are dropped): one batch shape, so one program, per bucket. One graph runs
-        # any batch size, so it gets no filler: the sorted corpus' last batch is its longest.
+        # outputs are dropped): one batch shape, so one program, per bucket. Without a
+        # compile per shape, no filler: the sorted corpus' last batch is its longest.
         filled = np.resize(rows, -(-len(rows) // batch_size) * batch_size) if whole else rows
         inputs = {key: _trim(np.asarray(v)[filled], length, True) for key, v in x.items()}
         if run is None:
