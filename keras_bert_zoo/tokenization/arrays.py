@@ -1,16 +1,19 @@
 """Texts to numpy on any backend: what the `kbz` jobs tokenize, whichever path runs.
 
-The jobs hand `BertTokenizer` and `BertPreprocessor` Python lists of strings; `uses_graph`
-then picks the TensorFlow graph on the TensorFlow backend (as the jobs always did) and
-`tokenizers` + numpy elsewhere or without TensorFlow, and these helpers read either result
-back as numpy (graph: ragged or dense tensors; host: arrays and lists of arrays). Both paths
-give the same ids and offsets (tests/test_numpy_pipelines.py on the bundled samples).
+The jobs hand `BertTokenizer` and `BertPreprocessor` Python lists of strings, which these
+helpers tokenize with `tokenizers` + numpy on every backend (`tokenizer.on_host`: on
+TensorFlow the graph's first call costs about 0.8 s of tracing, more than the host takes for
+a corpus), and read the result back as numpy; a caller's TensorFlow tensors still go to the
+graph (ragged or dense tensors, read back the same way). Both paths give the same ids and
+offsets (tests/test_numpy_pipelines.py on the bundled samples, tests/test_tokenization.py).
 
 >>> token_lists(preprocessor.tokenizer, ["a sentence", "another"])   # [[1037, 6251], [2178]]
 >>> packed_arrays(preprocessor, questions, passages)["token_ids"]      # int32 [batch, length]
 """
 
 import numpy as np
+
+from keras_bert_zoo.tokenization.tokenizer import on_host
 
 
 def _rows(values):
@@ -21,6 +24,11 @@ def _rows(values):
 def token_lists(tokenizer, texts, offsets: bool = False, batch: int = 4096) -> list:
     """Tokenizes `texts` in chunks of `batch`: a list of id lists, or with `offsets` of
     `(id, start, end)` triples in characters (Python `str` indices)."""
+    with on_host():
+        return _token_lists(tokenizer, texts, offsets, batch)
+
+
+def _token_lists(tokenizer, texts, offsets, batch) -> list:
     results = []
     for begin in range(0, len(texts), batch):
         chunk = list(texts[begin : begin + batch])
@@ -40,5 +48,6 @@ def packed_arrays(preprocessor, first, second=None) -> dict:
     segments = [list(first)]
     if second is not None:
         segments.append(list(second))
-    inputs = preprocessor(tuple(segments) if len(segments) == 2 else segments[0])
+    with on_host():
+        inputs = preprocessor(tuple(segments) if len(segments) == 2 else segments[0])
     return {key: np.asarray(value) for key, value in inputs.items()}

@@ -15,13 +15,17 @@ Which implementation runs (`uses_graph`):
   tf.function, SavedModel export; no `tf.py_function`) and for every input when Keras runs on
   TensorFlow;
 - Hugging Face `tokenizers` and numpy (`host.py`: int32 arrays, lists of them for batches)
-  for Python and numpy strings when Keras runs on JAX or PyTorch, and always where TensorFlow
-  or tensorflow-text is not installed (the base install).
+  for Python and numpy strings when Keras runs on JAX or PyTorch, inside `on_host()` on any
+  backend (the jobs' numpy helpers in `arrays.py`: the graph's first call costs about 0.8 s
+  of tracing, a corpus' worth of host tokenization less), and always where TensorFlow or
+  tensorflow-text is not installed (the base install).
 
 Invalid UTF-8 is read as U+FFFD, which BERT's cleaning drops (like `bytes.decode("utf-8",
 "replace")` before `tokenizers`). Empty or blank text gives no tokens, so `[CLS] [SEP]` packed.
 """
 
+import contextlib
+import contextvars
 import functools
 import os
 import sys
@@ -48,14 +52,35 @@ def graph_ops():
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
+_ON_HOST = contextvars.ContextVar("kbz_tokenize_on_host", default=False)
+
+
+@contextlib.contextmanager
+def on_host():
+    """Python and numpy strings go to `tokenizers` and numpy inside this block, on any backend
+    (TensorFlow tensors still go to the graph). The ids and offsets are the same either way.
+
+    >>> with on_host():
+    ...     ids = tokenizer(["a sentence"])  # a list of int32 arrays, also on TensorFlow
+    """
+    token = _ON_HOST.set(True)
+    try:
+        yield
+    finally:
+        _ON_HOST.reset(token)
+
+
 def uses_graph(*inputs) -> bool:
     """Whether the TensorFlow graph tokenizes `inputs` (else `tokenizers` and numpy): for
-    TensorFlow tensors (tf.data, tf.function) and whenever Keras runs on TensorFlow."""
+    TensorFlow tensors (tf.data, tf.function) and whenever Keras runs on TensorFlow, unless
+    inside `on_host()`."""
     tf = sys.modules.get("tensorflow")  # a TensorFlow tensor means TensorFlow is imported
     if tf is not None and any(isinstance(x, (tf.Tensor, tf.RaggedTensor)) for x in inputs):
         if graph_ops() is None:
             require_tensorflow("Tokenizing TensorFlow tensors", "tensorflow_text")
         return True
+    if _ON_HOST.get():
+        return False
     return keras.backend.backend() == "tensorflow" and graph_ops() is not None
 
 
