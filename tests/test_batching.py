@@ -299,3 +299,21 @@ def test_bucketed_batches_train_alike_on_two_mirrored_replicas(tiny_preset, mirr
         np.testing.assert_allclose(mirrored, single, atol=1e-5)
         changed += not np.allclose(single, before)
     assert changed > 5  # it did train
+
+
+def test_bucketed_prediction_of_a_mixed_bfloat16_model_is_float32(tiny_preset):
+    # np.finfo knows no bfloat16: trimmed positions could not be padded with the lowest float
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        job, _, model, (x, _, _) = _task_data(tiny_preset, "question_answerer")
+        buckets = batching.bucket_lengths(LENGTH["question_answerer"])
+        bucketed = batching.predict(model, x, 9, buckets, job.sequence_outputs)
+        full = model.predict(x, batch_size=8, verbose=0)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    mask = np.asarray(x["padding_mask"]).astype(bool)
+    flat = keras.tree.flatten(full)
+    assert {np.asarray(f).dtype.name for f in flat} == {"bfloat16"}
+    for ours, reference in zip(keras.tree.flatten(bucketed), flat, strict=True):
+        assert ours.dtype == np.float32
+        np.testing.assert_allclose(ours[mask], np.asarray(reference, np.float32)[mask], atol=0.1)

@@ -290,12 +290,19 @@ def _predict(
             part = model.predict(inputs, batch_size=batch_size, verbose=0)
         else:
             part = run(inputs, batch_size)
-        structure, parts = part, [np.asarray(p)[: len(rows)] for p in keras.tree.flatten(part)]
+        structure, parts = part, [_host(p)[: len(rows)] for p in keras.tree.flatten(part)]
         if results is None:
             results = [_full(p, len(order), total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):
             result[rows] = _pad(p, total, result)
     return keras.tree.pack_sequence_as(structure, results)
+
+
+def _host(part) -> np.ndarray:
+    """An output as numpy; bfloat16 (a mixed_bfloat16 model's) as float32, which `np.finfo`
+    knows (the lowest float pads trimmed positions)."""
+    part = np.asarray(part)
+    return part.astype(np.float32) if part.dtype.name == "bfloat16" else part
 
 
 def _full(part: np.ndarray, count: int, total: int, sequence_outputs: bool) -> np.ndarray:
