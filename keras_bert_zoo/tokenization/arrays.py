@@ -21,14 +21,10 @@ def _rows(values):
     return values.numpy() if hasattr(values, "numpy") else values
 
 
+@on_host()
 def token_lists(tokenizer, texts, offsets: bool = False, batch: int = 4096) -> list:
     """Tokenizes `texts` in chunks of `batch`: a list of id lists, or with `offsets` of
     `(id, start, end)` triples in characters (Python `str` indices)."""
-    with on_host():
-        return _token_lists(tokenizer, texts, offsets, batch)
-
-
-def _token_lists(tokenizer, texts, offsets, batch) -> list:
     results = []
     for begin in range(0, len(texts), batch):
         chunk = list(texts[begin : begin + batch])
@@ -42,12 +38,12 @@ def _token_lists(tokenizer, texts, offsets, batch) -> list:
     return results
 
 
+@on_host()
 def packed_arrays(preprocessor, first, second=None) -> dict:
     """`preprocessor` on one segment of texts (or two, `second`): numpy `token_ids`,
     `segment_ids`, `padding_mask` [batch, sequence_length]."""
     segments = [list(first)]
     if second is not None:
         segments.append(list(second))
-    with on_host():
-        inputs = preprocessor(tuple(segments) if len(segments) == 2 else segments[0])
+    inputs = preprocessor(tuple(segments) if len(segments) == 2 else segments[0])
     return {key: np.asarray(value) for key, value in inputs.items()}
