@@ -32,49 +32,73 @@ VARIANTS = {
 }
 
 
-def child(args) -> None:
+def bert_small_classifier(dropout: float = 0.1, optimizer=None):
+    """The benchmarked model: bert_small (4 layers, hidden 512; random weights, seed 0) with
+    a 2-class head, compiled with XLA and `create_optimizer` (or `optimizer`)."""
     import keras
-    import numpy as np
 
     import keras_bert_zoo as kbz
-    from keras_bert_zoo.training import WarmupLinearDecay, create_optimizer, optimizers
+    from keras_bert_zoo.training import create_optimizer
 
-    def model_for(variant):
-        keras.utils.set_random_seed(0)
-        dropout = 0.0 if variant == "no dropout" else 0.1
-        encoder = kbz.build_encoder(30522, 4, 8, 512, 2048, dropout=dropout)
-        model = kbz.build_classifier(encoder, 2, dropout=dropout)
-        if variant == "keras AdamW":
-            optimizer = keras.optimizers.AdamW(
-                WarmupLinearDecay(2e-5, 10**5, 10**6),
-                weight_decay=0.01,
-                epsilon=1e-6,
-                global_clipnorm=1.0,
-            )
-            optimizer.exclude_from_weight_decay(var_names=optimizers.NO_DECAY)
-        else:
-            optimizer = create_optimizer(2e-5, total_steps=10**6)
-        model.compile(optimizer, kbz.tasks.classifier_loss(2), jit_compile=True)
-        return model
+    keras.utils.set_random_seed(0)
+    encoder = kbz.build_encoder(30522, 4, 8, 512, 2048, dropout=dropout)
+    model = kbz.build_classifier(encoder, 2, dropout=dropout)
+    optimizer = optimizer or create_optimizer(2e-5, total_steps=10**6)
+    model.compile(optimizer, kbz.tasks.classifier_loss(2), jit_compile=True)
+    return model
+
+
+def classifier_batch(batch: int, length: int):
+    """`(x, y)`: one batch of random ids, every token real, and alternating labels."""
+    import numpy as np
 
     rng = np.random.default_rng(0)
-    batch, length = args.batch_size, args.sequence_length
     x = {
         "token_ids": rng.integers(1000, 30522, (batch, length)).astype("int32"),
         "segment_ids": np.zeros((batch, length), "int32"),
         "padding_mask": np.ones((batch, length), "int32"),
     }
-    y = (np.arange(batch) % 2).astype("int32")
+    return x, (np.arange(batch) % 2).astype("int32")
+
+
+def fit_seconds(model, x, y, steps: int) -> float:
+    """Seconds for one `fit` epoch of `steps` steps on the batch `(x, y)`, device work done."""
+    import keras
 
     def repeated():
         while True:
             yield x, y
 
+    start = time.perf_counter()
+    model.fit(repeated(), steps_per_epoch=steps, epochs=1, verbose=0)
+    keras.ops.convert_to_numpy(model.trainable_variables[0])  # waits for the device
+    return time.perf_counter() - start
+
+
+def child(args) -> None:
+    import keras
+
+    import keras_bert_zoo as kbz
+    from keras_bert_zoo.training import WarmupLinearDecay, optimizers
+
+    def model_for(variant):
+        dropout = 0.0 if variant == "no dropout" else 0.1
+        if variant != "keras AdamW":
+            return bert_small_classifier(dropout)
+        optimizer = keras.optimizers.AdamW(
+            WarmupLinearDecay(2e-5, 10**5, 10**6),
+            weight_decay=0.01,
+            epsilon=1e-6,
+            global_clipnorm=1.0,
+        )
+        optimizer.exclude_from_weight_decay(var_names=optimizers.NO_DECAY)
+        return bert_small_classifier(dropout, optimizer)
+
+    batch = args.batch_size
+    x, y = classifier_batch(batch, args.sequence_length)
+
     def epoch(model, steps):
-        start = time.perf_counter()
-        model.fit(repeated(), steps_per_epoch=steps, epochs=1, verbose=0)
-        keras.ops.convert_to_numpy(model.trainable_variables[0])  # waits for the device
-        return time.perf_counter() - start
+        return fit_seconds(model, x, y, steps)
 
     backend = keras.backend.backend()
     models = {}

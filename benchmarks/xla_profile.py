@@ -25,34 +25,15 @@ import gzip
 import json
 import re
 import tempfile
-import time
 
 import keras
-import numpy as np
-
-import keras_bert_zoo as kbz
-from keras_bert_zoo.training import create_optimizer
+from jax_train_step import bert_small_classifier, classifier_batch, fit_seconds
 
 # Wrappers around the compiled ops (Python frames, executors, TensorFlow's function call).
 SKIP = re.compile(
     r"^\$|Thunk|PjRt|Pjit|Executor|Execute|Eager|Iterator|tf\.function|BlockUntil"
     r"|KernelAndDevice|multi_step_on_iterator"
 )
-
-
-def model_and_batch(dropout: float, batch: int, length: int):
-    keras.utils.set_random_seed(0)
-    encoder = kbz.build_encoder(30522, 4, 8, 512, 2048, dropout=dropout)
-    model = kbz.build_classifier(encoder, 2, dropout=dropout)
-    optimizer = create_optimizer(2e-5, total_steps=10**6)
-    model.compile(optimizer, kbz.tasks.classifier_loss(2), jit_compile=True)
-    rng = np.random.default_rng(0)
-    x = {
-        "token_ids": rng.integers(1000, 30522, (batch, length)).astype("int32"),
-        "segment_ids": np.zeros((batch, length), "int32"),
-        "padding_mask": np.ones((batch, length), "int32"),
-    }
-    return model, x, (np.arange(batch) % 2).astype("int32")
 
 
 def jax_events(directory: str, run) -> list[tuple[str, float]]:
@@ -90,22 +71,14 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--top", type=int, default=25, help="rows of each table")
     args = parser.parse_args()
-    model, x, y = model_and_batch(args.dropout, 32, 128)
-
-    def repeated():
-        while True:
-            yield x, y
-
-    def epoch(steps):
-        model.fit(repeated(), steps_per_epoch=steps, epochs=1, verbose=0)
-        keras.ops.convert_to_numpy(model.trainable_variables[0])  # waits for the device
-
-    epoch(2)  # compiles
-    start = time.perf_counter()
-    epoch(args.steps)
-    step_ms = 1000 * (time.perf_counter() - start) / args.steps
+    model = bert_small_classifier(args.dropout)
+    x, y = classifier_batch(32, 128)
+    fit_seconds(model, x, y, 2)  # compiles
+    step_ms = 1000 * fit_seconds(model, x, y, args.steps) / args.steps
     profile = jax_events if keras.backend.backend() == "jax" else tensorflow_events
-    events = profile(tempfile.mkdtemp(prefix="kbz-profile-"), lambda: epoch(args.steps))
+    events = profile(
+        tempfile.mkdtemp(prefix="kbz-profile-"), lambda: fit_seconds(model, x, y, args.steps)
+    )
     ops = collections.Counter()
     for name, ms in events:
         if not SKIP.search(name):
