@@ -14,6 +14,7 @@ before this package.
 import importlib
 import sys
 
+from keras_bert_zoo import host_memory
 from keras_bert_zoo._lazy import lazy_attributes
 
 __version__ = "0.1.0"
@@ -62,6 +63,8 @@ _EXPORTS = {
 }
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBPACKAGES)
+
+host_memory.keep_freed_memory()  # before XLA's threads allocate (host_memory)
 
 if "keras" in sys.modules:  # Keras is loaded already: register our layers with it now
     importlib.import_module(f"{__name__}.tasks")

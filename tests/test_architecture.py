@@ -16,7 +16,16 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "keras_bert_zoo"
 # Lowest first. A module may import modules of its own rank or below, never above.
 RANKS = [
-    {"layers", "choices", "task_specs", "console", "architecture", "_lazy", "extras"},
+    {
+        "layers",
+        "choices",
+        "task_specs",
+        "console",
+        "architecture",
+        "_lazy",
+        "extras",
+        "host_memory",
+    },
     {
         "model",
         "encoder",

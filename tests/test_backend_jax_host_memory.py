@@ -1,0 +1,97 @@
+"""`keras_bert_zoo.host_memory` on JAX: XLA:CPU's freed step memory is kept for the next step.
+
+Each check is its own Python process (the settings are per process and must come before XLA's
+threads allocate), started the way a user's script starts: `import keras_bert_zoo`, then JAX.
+The page faults of a step are counted with `getrusage`: a step whose temporary memory is
+mapped afresh faults in every page of it; a step that reuses the last one's faults in none.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="glibc's allocator settings: Linux only"
+)
+
+# A step with a 64 MiB temporary (one [16384, 1024] float32 activation, between two cheap
+# matmuls), run 100 times; prints the minor page faults of each run.
+STEPS = r"""
+import json, resource
+import keras_bert_zoo  # noqa: F401  (as a user's script starts)
+import jax, jax.numpy as jnp
+
+@jax.jit
+def step(x, w):
+    y = jnp.tanh(x @ w)
+    return (y @ w.T).sum() + y[::-1].sum()
+
+x, w = jnp.ones((16384, 64)), jnp.ones((64, 1024)) / 64
+faults = []
+for _ in range(100):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    step(x, w).block_until_ready()
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps(faults))
+"""
+TEMPORARY_PAGES = 16384 * 1024 * 4 // 4096
+
+
+def step_faults(**env) -> list[int]:
+    env = {**os.environ, "KERAS_BACKEND": "jax", **env}
+    env.pop("XLA_FLAGS", None)  # the tier's fake devices and compile flags: not a user's
+    result = subprocess.run(
+        [sys.executable, "-c", STEPS], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_xla_steps_reuse_the_memory_the_last_step_freed():
+    kept = step_faults()
+    released = step_faults(KBZ_KEEP_FREED_MEMORY="0")
+    # glibc's defaults: every step maps its temporary afresh and faults all of its pages in.
+    assert min(released) > TEMPORARY_PAGES, released
+    # Kept: the heap grows at a few of the first steps while the allocations find their
+    # places (six runs of 120 steps: 2-7 steps grew it, the last at step 47), then every step
+    # reuses it. What it grew by is what the process keeps: a bounded fraction of the pages
+    # the default faults in.
+    late_growth = [faults for faults in kept[70:] if faults > 100]
+    assert len(late_growth) <= 1, kept
+    assert sum(kept) < sum(released) / 4, (sum(kept), sum(released))
+
+
+def seen(tmp_path, **env) -> tuple:
+    """`(backend, settings applied, Keras imported)` in a fresh process that imports the
+    package, with `env` over a home and Keras home of its own (`tmp_path`)."""
+    code = (
+        "import json, sys; from keras_bert_zoo import host_memory as h; "
+        "print(json.dumps([h.keras_backend(), h._applied, 'keras' in sys.modules]))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KERAS_", "KBZ_"))}
+    env = {**base, "HOME": str(tmp_path), **env}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return tuple(json.loads(result.stdout))
+
+
+def test_the_backend_is_read_as_keras_reads_it_without_importing_keras(tmp_path):
+    assert seen(tmp_path) == ("tensorflow", False, False)  # Keras' default: nothing applied
+    assert seen(tmp_path, KERAS_BACKEND="jax") == ("jax", True, False)
+    home = tmp_path / "keras_home"
+    home.mkdir()
+    (home / "keras.json").write_text(json.dumps({"backend": "torch"}))
+    assert seen(tmp_path, KERAS_HOME=str(home)) == ("torch", True, False)
+    assert seen(tmp_path, KERAS_HOME=str(home), KERAS_BACKEND="tensorflow")[:2] == (
+        "tensorflow",
+        False,
+    )
+    (home / "keras.json").write_text("{not json")
+    assert seen(tmp_path, KERAS_HOME=str(home))[:2] == ("tensorflow", False)
+
+
+def test_keep_freed_memory_0_leaves_glibc_defaults(tmp_path):
+    assert seen(tmp_path, KERAS_BACKEND="jax", KBZ_KEEP_FREED_MEMORY="0")[:2] == ("jax", False)
