@@ -4,8 +4,10 @@
     KERAS_BACKEND=jax python benchmarks/fused_attention.py --shape small
     KERAS_BACKEND=torch python benchmarks/fused_attention.py --shape small
 
-Two classifiers with the same weights, one with fused attention (`keras.ops.dot_product_attention`,
-the default) and one switched to the explicit softmax (`kbz.encoder.set_fused_attention`).
+Two classifiers with the same weights, one forced to fused attention
+(`keras.ops.dot_product_attention`) and one to the explicit softmax
+(`kbz.encoder.set_fused_attention` True and False; by default a model takes whichever is the
+faster where it runs, `kbz.layers.attention.fused_is_faster`).
 Both have attention dropout 0 (hidden dropout 0.1), so the train step runs fused too. Forward is
 `predict_on_batch`, train is `train_on_batch` with AdamW; XLA (`jit_compile=True`) on
 TensorFlow and JAX, eager on PyTorch. Rounds interleave the two models and the best round of

@@ -8,6 +8,7 @@ per step of each kind of compiled op (XLA names its fusions after their first op
     KERAS_BACKEND=jax python benchmarks/xla_profile.py
     KERAS_BACKEND=tensorflow python benchmarks/xla_profile.py
     KERAS_BACKEND=jax XLA_FLAGS=--xla_dump_to=/tmp/hlo python benchmarks/xla_profile.py
+    KERAS_BACKEND=jax python benchmarks/xla_profile.py --forward   # the prediction step
 
 With `--xla_dump_to`, `grep "copy_bitcast_fusion.6 = " /tmp/hlo/*train_step*after_optimizations.txt`
 shows an op's shapes and its `op_name`: the model code it came from.
@@ -25,6 +26,7 @@ import gzip
 import json
 import re
 import tempfile
+import time
 
 import keras
 from jax_train_step import bert_small_classifier, classifier_batch, fit_seconds
@@ -70,15 +72,23 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="profiled steps")
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--top", type=int, default=25, help="rows of each table")
+    parser.add_argument("--forward", action="store_true", help="the prediction step instead")
     args = parser.parse_args()
     model = bert_small_classifier(args.dropout)
     x, y = classifier_batch(32, 128)
-    fit_seconds(model, x, y, 2)  # compiles
-    step_ms = 1000 * fit_seconds(model, x, y, args.steps) / args.steps
+
+    def run():
+        if not args.forward:
+            return fit_seconds(model, x, y, args.steps)
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            keras.ops.convert_to_numpy(model.predict_on_batch(x))  # waits for the device
+        return time.perf_counter() - start
+
+    run()  # compiles
+    step_ms = 1000 * run() / args.steps
     profile = jax_events if keras.backend.backend() == "jax" else tensorflow_events
-    events = profile(
-        tempfile.mkdtemp(prefix="kbz-profile-"), lambda: fit_seconds(model, x, y, args.steps)
-    )
+    events = profile(tempfile.mkdtemp(prefix="kbz-profile-"), run)
     ops = collections.Counter()
     for name, ms in events:
         if not SKIP.search(name):

@@ -186,13 +186,15 @@ def architecture_of(encoder: keras.Model) -> dict:
     }
 
 
-def set_fused_attention(model: keras.Model, enabled: bool) -> keras.Model:
-    """Switches fused attention on or off in every encoder block of `model`; returns `model`.
+def set_fused_attention(model: keras.Model, enabled: bool | None) -> keras.Model:
+    """Chooses the attention of every encoder block of `model`; returns `model`.
 
-    Off, every pass computes softmax(QK^T) explicitly, as training with attention dropout
-    does; on (the default) passes that drop no attention probability use
-    `keras.ops.dot_product_attention`. Takes effect from the next trace: call it before the
-    first `predict`/`fit` (or `compile` again). For comparisons and profiling; not saved.
+    True: passes that drop no attention probability use `keras.ops.dot_product_attention`;
+    False: every pass computes softmax(QK^T) explicitly, as training with attention dropout
+    does; None (the default): whichever of the two is faster on this backend and device
+    (`kbz.layers.attention.fused_is_faster`). Takes effect from the next trace: call it
+    before the first `predict`/`fit` (or `compile` again). For comparisons and profiling; not
+    saved.
 
     >>> kbz.encoder.set_fused_attention(model, False)
     """
@@ -200,5 +202,5 @@ def set_fused_attention(model: keras.Model, enabled: bool) -> keras.Model:
         layer for layer in find_encoder(model).layers if isinstance(layer, TransformerEncoderBlock)
     ]
     for block in blocks:
-        block.fused_attention = bool(enabled)
+        block.fused_attention = None if enabled is None else bool(enabled)
     return model

@@ -70,6 +70,7 @@ def test_training_gradients_with_attention_dropout_0_equal_the_explicit_path():
 def test_training_with_attention_dropout_keeps_the_explicit_path(fused_calls):
     keras.utils.set_random_seed(5)
     encoder = kbz.build_encoder(**TINY, dropout=0.0, attention_dropout=0.5)
+    kbz.encoder.set_fused_attention(encoder, True)  # fused wherever exact, even if slower
     x = random_inputs()
     fused_calls.clear()  # building the functional model traced the blocks once
     encoder(x, training=True)
@@ -78,6 +79,23 @@ def test_training_with_attention_dropout_keeps_the_explicit_path(fused_calls):
     assert fused_calls
     dropped = [encoder(x, training=True)["sequence_output"] for _ in range(2)]
     assert np.abs(np.asarray(dropped[0]) - np.asarray(dropped[1])).max() > 1e-3
+
+
+def test_by_default_tensorflow_runs_the_fused_op_under_xla_only(fused_calls):
+    """The default (`fused_attention` None) takes the faster path: the explicit softmax in
+    TensorFlow's graph and eagerly, the fused op in an XLA-compiled step."""
+    keras.utils.set_random_seed(5)
+    encoder = kbz.build_encoder(**TINY)
+    x = random_inputs()
+    fused_calls.clear()
+    expected = encoder(x)["sequence_output"]
+    graph = tf.function(lambda x: encoder(x)["sequence_output"])(x)
+    assert not fused_calls
+    xla = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=True)(x)
+    assert fused_calls
+    real = x["padding_mask"].astype(bool)
+    for out in (graph, xla):
+        np.testing.assert_allclose(np.asarray(out)[real], np.asarray(expected)[real], atol=1e-5)
 
 
 def test_attention_dropout_defaults_to_dropout_and_survives_saving(tmp_path):

@@ -23,7 +23,7 @@ from conftest import (
 )
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.layers.attention import explicit_attention, fused_attention
+from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_is_faster
 from keras_bert_zoo.pretraining import compile_pretrainer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -247,6 +247,25 @@ def test_fused_equals_explicit_attention(queries):
     fused = numpy(fused_attention(query, key, value, mask))
     np.testing.assert_allclose(fused, explicit, atol=1e-5)
     assert np.isfinite(fused).all()  # the all-padding row too
+
+
+def test_by_default_jax_on_a_cpu_predicts_with_the_explicit_softmax(fused_calls):
+    """XLA:CPU runs JAX's fused op as einsums at half the explicit path's speed
+    (`fused_is_faster`): the default takes the explicit one there, with the same outputs."""
+    assert not fused_is_faster()  # this tier runs on the CPU
+    keras.utils.set_random_seed(4)
+    default = kbz.build_encoder(**TINY)
+    fused = kbz.build_encoder(**TINY)
+    fused.set_weights(default.get_weights())
+    kbz.encoder.set_fused_attention(fused, True)
+    x = random_inputs(batch=4, length=10, lengths=[10, 7, 2, 1])
+    fused_calls.clear()
+    a = default.predict(x, verbose=0)["sequence_output"]
+    assert not fused_calls
+    b = fused.predict(x, verbose=0)["sequence_output"]
+    assert fused_calls
+    real = x["padding_mask"].astype(bool)
+    np.testing.assert_allclose(a[real], b[real], atol=1e-5)
 
 
 @pytest.mark.parametrize("task", ["encoder", "classifier"])

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.layers import Dropout
-from keras_bert_zoo.layers.dropout import in_xla_trace
+from keras_bert_zoo.layers.backend import in_xla_trace
 
 
 def test_xla_traces_are_recognised():

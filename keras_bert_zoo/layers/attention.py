@@ -8,6 +8,10 @@ attention probabilities, so `explicit_attention` (softmax(QK^T) written out, the
 stays for training with attention dropout, as BERT was trained. Both take the query, key and
 value as `[batch, length, heads, head_dim]`, mask the same keys and compute the softmax in
 float32, and agree within float32 rounding (tested on TensorFlow, JAX and PyTorch).
+
+The fused op is not always the faster one: `fused_is_faster` says where it is, as measured
+(benchmarks/RESULTS.md, "Fused attention"), and the encoder block takes the explicit path
+elsewhere unless told otherwise.
 """
 
 import math
@@ -15,7 +19,7 @@ import math
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.backend import jax
+from keras_bert_zoo.layers.backend import in_xla_trace, jax, tf
 from keras_bert_zoo.layers.common import padding_bias
 
 
@@ -38,12 +42,16 @@ def explicit_attention(query, key, value, padding_mask, dropout=None, training=N
 
     >>> context = kbz.layers.attention.explicit_attention(q, k, v, mask)
     """
-    scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
-    scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(ops.shape(query)[-1]))
+    # Heads first, then plain batched matmuls: XLA:CPU under JAX ran the einsums' batched dots
+    # (their transposes inside) at half this speed; TensorFlow runs both forms alike.
+    query = ops.transpose(query, (0, 2, 1, 3))  # [batch, heads, queries, head_dim]
+    key = ops.transpose(key, (0, 2, 3, 1))  # [batch, heads, head_dim, keys]
+    value = ops.transpose(value, (0, 2, 1, 3))  # [batch, heads, keys, head_dim]
+    scores = ops.cast(ops.matmul(query, key), "float32") * (1.0 / math.sqrt(ops.shape(key)[2]))
     probs = ops.cast(ops.softmax(scores + attention_bias(padding_mask), axis=-1), query.dtype)
     if dropout is not None:
         probs = dropout(probs, training=training)
-    return ops.einsum("bhqk,bkhd->bqhd", probs, value)
+    return ops.transpose(ops.matmul(probs, value), (0, 2, 1, 3))
 
 
 def fused_attention(query, key, value, padding_mask):
@@ -70,6 +78,23 @@ def fused_attention(query, key, value, padding_mask):
         scale=1.0 / math.sqrt(ops.shape(query)[-1]),
         flash_attention=_flash_attention(),
     )
+
+
+def fused_is_faster() -> bool:
+    """Whether `fused_attention` beats `explicit_attention` here (measured on a CPU and
+    expected of the accelerators' kernels; benchmarks/RESULTS.md, "Fused attention").
+
+    Yes on PyTorch (its fused SDPA kernel), under JAX on GPU and TPU (cuDNN, Splash) and in a
+    TensorFlow trace under XLA. No under JAX on a CPU, where XLA writes the fused op out as
+    einsums and ran MiniLM's attention at [32, 256] in 127-130 ms against the explicit path's
+    66-68, and in TensorFlow's graph without XLA (59 against 37-41 ms), the graph `kbz embed`
+    and `kbz predict` run.
+    """
+    if jax is not None:
+        return jax.devices()[0].platform != "cpu"
+    if tf is not None:
+        return in_xla_trace()
+    return True
 
 
 def _xla_cpu_rejects(dtype) -> bool:

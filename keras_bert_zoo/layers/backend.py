@@ -6,6 +6,7 @@ PyTorch imports no TensorFlow. Keras has no public "is this value traced?" test,
 `is_traced` asks each backend in its own terms: a TensorFlow graph tensor or a trace outside
 eager mode, a JAX tracer (`jax.jit`, `grad`, Keras' compiled steps), a PyTorch value under
 `torch.compile` or on the shape-only "meta" device, or a symbolic `keras.KerasTensor`.
+`in_xla_trace` tells a TensorFlow trace under `jit_compile=True` from a plain graph.
 """
 
 import keras
@@ -22,6 +23,13 @@ elif BACKEND == "jax":
 elif BACKEND == "torch":
     import torch
 
+control_flow_util = None
+if tf is not None:  # TensorFlow backend only
+    try:  # private TensorFlow module: if a release moves it, `in_xla_trace` says False
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover - depends on the TensorFlow release
+        control_flow_util = None
+
 
 def is_traced(value) -> bool:
     """True when `value` has no concrete contents to read (symbolic, traced or compiled)."""
@@ -36,3 +44,17 @@ def is_traced(value) -> bool:
             isinstance(value, torch.Tensor) and value.device.type == "meta"
         )
     return False
+
+
+def in_xla_trace() -> bool:
+    """True while TensorFlow traces a function compiled with `jit_compile=True`.
+
+    TensorFlow's own check (the one `tf.function(jit_compile=True)` enters), from a private
+    module: if a release moves it, this says False (tests/test_dropout.py would fail).
+    """
+    if control_flow_util is None or tf is None or tf.executing_eagerly():
+        return False
+    try:
+        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+    except AttributeError:  # the helper was renamed
+        return False

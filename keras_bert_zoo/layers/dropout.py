@@ -8,9 +8,9 @@ costs about nothing (`benchmarks/train_step_variants.py`; benchmarks/RESULTS.md,
 "Dropout's mask generator"). TensorFlow has Threefry kernels only
 inside XLA, so this layer uses it only while tracing under `jit_compile=True` and otherwise
 behaves exactly like `keras.layers.Dropout` (same seed generator, same saved variables).
-The check for an XLA trace is TensorFlow's own (the one `tf.function(jit_compile=True)`
-enters), imported from a private module; if a TensorFlow release moves it, the layer falls
-back to Keras' path rather than failing. On JAX the mask comes from XLA's own Threefry
+The check for an XLA trace is TensorFlow's own (`layers.backend.in_xla_trace`); if a
+TensorFlow release moves it, the layer falls back to Keras' path rather than failing.
+On JAX the mask comes from XLA's own Threefry
 (`jax.lax.rng_bit_generator`, the generator TensorFlow's XLA path uses) instead of
 `jax.random.bernoulli`, whose Threefry is written out in jax.numpy and ran 6x slower for one
 attention mask on a CPU (`benchmarks/jax_train_step.py`, RESULTS.md). On PyTorch the mask is
@@ -24,29 +24,7 @@ restores it everywhere.
 import keras
 import numpy as np
 
-from keras_bert_zoo.layers.backend import jax, tf, torch
-
-control_flow_util = None
-if tf is not None:  # TensorFlow backend only
-    try:  # private TensorFlow module: if a release moves it, Keras' generator is used
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:  # pragma: no cover - depends on the TensorFlow release
-        control_flow_util = None
-
-
-def in_xla_trace() -> bool:
-    """True while TensorFlow traces a function compiled with `jit_compile=True`."""
-    if (
-        control_flow_util is None
-        or tf is None
-        or keras.backend.backend() != "tensorflow"
-        or tf.executing_eagerly()
-    ):
-        return False
-    try:
-        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
-    except AttributeError:  # the helper was renamed: use Keras' generator
-        return False
+from keras_bert_zoo.layers.backend import in_xla_trace, jax, tf, torch
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

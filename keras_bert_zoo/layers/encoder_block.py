@@ -9,7 +9,7 @@ runs fused (`keras.ops.dot_product_attention`) whenever no attention probability
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.attention import explicit_attention, fused_attention
+from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_is_faster
 from keras_bert_zoo.layers.common import check_positive_int, check_rate, dense, layer_norm
 from keras_bert_zoo.layers.dropout import Dropout
 
@@ -49,9 +49,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
             scores of the other positions are most of that block's work (Model Garden's
             `output_range=1`).
 
-    `fused_attention` (an execution setting, not saved; True by default) set to False
-    forces the explicit softmax path everywhere, from the next trace on (to compare or
-    profile the two; `kbz.encoder.set_fused_attention` sets it on a whole model).
+    `fused_attention` (an execution setting, not saved) chooses the attention of passes that
+    drop no attention probability: None (the default) the faster of the two where this runs
+    (`layers.attention.fused_is_faster`), True the fused op, False the explicit softmax; from
+    the next trace on (`kbz.encoder.set_fused_attention` sets it on a whole model).
 
     Example:
     >>> block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=128,
@@ -84,7 +85,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             if attention_dropout is None
             else check_rate("attention_dropout", attention_dropout)
         )
-        self.fused_attention = True
+        self.fused_attention = None  # None: the faster path here (see the docstring)
         self.gelu_approximate = bool(gelu_approximate)
         self.head_dim = self.hidden_dim // self.num_heads
 
@@ -127,7 +128,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
             # the fused kernel still projects every query (slicing it would bypass LoRA and
             # int8 Dense); what goes is the scores, output and feed-forward of the others
             query = query[:, :1]
-        if self.fused_attention and not (training and self.attention_dropout_rate > 0):
+        fused = fused_is_faster() if self.fused_attention is None else self.fused_attention
+        if fused and not (training and self.attention_dropout_rate > 0):
             context = fused_attention(query, key, value, padding_mask)
         else:
             context = explicit_attention(
