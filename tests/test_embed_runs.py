@@ -7,6 +7,7 @@ their lengths vary and the batches are trimmed to several buckets."""
 import json
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 from conftest import Kill, powers_of_two_buckets, save_tiny_preset
@@ -130,6 +131,7 @@ def test_finetune_embed_in_mixed_precision_trains(tiny_preset, pairs, tmp_path):
     metrics = _finetune(tiny_preset, pairs, tmp_path / "bf16", *flags)
     assert all(np.isfinite(list(metrics["after"].values())))
     assert metrics["after"] != metrics["before"]
+    assert keras.mixed_precision.global_policy().name == "float32"  # the caller's, back
 
 
 @pytest.mark.e2e  # two mirrored replicas (the loss's semantics: test_distributed)

@@ -41,7 +41,7 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching, bucket_choice
-from keras_bert_zoo.training.distributed import get_strategy, set_precision
+from keras_bert_zoo.training.distributed import get_strategy, keeps_global_policy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.processes import check_global_batch, shard_batches
@@ -74,6 +74,7 @@ def run_finetune(task: str, preset: str, train: str, validation: str, output: st
     return finetune(dataclasses.replace(config, task_options=options) if options else config)
 
 
+@keeps_global_policy
 def finetune(config: FinetuneConfig) -> dict:
     """Runs `config`: checks, reads, trains, writes (see the module docstring).
 

@@ -28,7 +28,7 @@ from keras_bert_zoo.pretraining import compile_pretrainer
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.tokenization import BertTokenizer
-from keras_bert_zoo.training.distributed import get_strategy, set_precision
+from keras_bert_zoo.training.distributed import get_strategy, keeps_global_policy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.processes import check_global_batch, shard_batches
@@ -80,6 +80,7 @@ def run_pretrain(preset: str, output: str, **settings) -> dict:
     return pretrain(PretrainConfig(preset, output, **settings))
 
 
+@keeps_global_policy
 def pretrain(config: PretrainConfig) -> dict:
     """Runs `config`: checks, data, model, training, the preset (phases, top to bottom).
 

@@ -47,6 +47,22 @@ def uses_tf_distribute(strategy) -> bool:
     return isinstance(strategy, tf.distribute.Strategy) and strategy is not default
 
 
+def keeps_global_policy(job):
+    """Decorates a job that sets the run's precision globally (`set_precision`): the Keras
+    dtype policy the caller had comes back when the job returns or fails, so a notebook or
+    test that ran a mixed_bfloat16 job builds its next model in its own precision."""
+
+    @functools.wraps(job)
+    def run(*args, **kwargs):
+        previous = keras.mixed_precision.global_policy()
+        try:
+            return job(*args, **kwargs)
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
+
+    return run
+
+
 def set_precision(precision: str) -> None:
     """Sets the global Keras dtype policy ("float32", "mixed_bfloat16", "mixed_float16")."""
     if precision not in PRECISIONS:
