@@ -268,28 +268,6 @@ def test_by_default_jax_on_a_cpu_predicts_with_the_explicit_softmax(fused_calls)
     np.testing.assert_allclose(a[real], b[real], atol=1e-5)
 
 
-def test_xla_prediction_lengths_come_from_the_data(encoder):
-    """Under XLA each prediction length is a compile: the lengths come from the data's
-    histogram (`bucket_choice`): here fewer programs than powers of two, and fewer padded
-    tokens ([24, 136, 256]: 51,200 against 57,344 for [16, 32, 64, 128, 256])."""
-    from keras_bert_zoo.training import batching, bucket_choice
-
-    rng = np.random.default_rng(0)
-    lengths = np.concatenate([rng.integers(5, 20, 300), rng.integers(100, 136, 300)])
-    x = {"padding_mask": (np.arange(256) < lengths[:, None]).astype("int32")}
-    assert not batching.predicts_any_shape(encoder)
-    chosen = bucket_choice.prediction_buckets(encoder, x, 64, 256)
-    powers = batching.bucket_lengths(256)
-
-    def padded(buckets):  # XLA fills each bucket's last batch up to the batch shape
-        counts = np.bincount(batching.bucket_ids(lengths, buckets), minlength=len(buckets))
-        return sum(-(-n // 64) * 64 * length for n, length in zip(counts, buckets, strict=True))
-
-    assert chosen[-1] == 256 and len(chosen) < len(powers), chosen
-    assert padded(chosen) < padded(powers), (chosen, padded(chosen), padded(powers))
-    assert bucket_choice.prediction_buckets(encoder, x, 64, 256, bucketing=False) == [256]
-
-
 @pytest.mark.parametrize("task", ["encoder", "classifier"])
 def test_prediction_is_fused_and_equals_the_explicit_path(task, fused_calls):
     check_fused_prediction(task, fused_calls)

@@ -56,13 +56,13 @@ def test_forward_predict_and_padding_invariance(encoder):
 
 
 def test_eager_prediction_trims_to_steps_of_8_without_filler_rows(encoder, monkeypatch):
-    from keras_bert_zoo.training import batching, bucket_choice
+    from keras_bert_zoo.training import batching
 
     # no compile per shape when eager: every length and batch size is free
     model = keras.Model(encoder.input, encoder.output["sequence_output"])
     x = random_inputs(batch=11, length=40, lengths=[40, 3, 9, 17, 25, 33, 5, 12, 20, 28, 36])
     assert batching.predicts_any_shape(model) and not model.jit_compile
-    buckets = bucket_choice.prediction_buckets(model, x, 4, 40)
+    buckets = batching.prediction_buckets(model, 40)
     assert buckets == [8, 16, 24, 32, 40]
     shapes, predict = [], model.predict
 
@@ -78,7 +78,7 @@ def test_eager_prediction_trims_to_steps_of_8_without_filler_rows(encoder, monke
     np.testing.assert_allclose(trimmed[real], full[real], atol=1e-5)
     model.jit_compile = True  # torch.compile: a program per shape, so whole batches again
     assert not batching.predicts_any_shape(model)
-    assert bucket_choice.prediction_buckets(model, x, 4, 40) == [40]  # 11 rows: one program
+    assert batching.prediction_buckets(model, 40) == [16, 32, 40]
 
 
 def test_input_check_messages(encoder):

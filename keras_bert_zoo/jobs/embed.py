@@ -21,7 +21,7 @@ from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import batching, bucket_choice
+from keras_bert_zoo.training import batching
 
 logger = logging.getLogger(__name__)
 DEFAULT_SEQUENCE_LENGTH = 128
@@ -69,7 +69,7 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
             len(texts),
             length,
         )
-    buckets = bucket_choice.prediction_buckets(embedder, x, batch_size, length)
+    buckets = batching.prediction_buckets(embedder, length)
     vectors = batching.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
     return np.asarray(vectors, np.float32)
 

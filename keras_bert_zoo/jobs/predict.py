@@ -16,7 +16,7 @@ from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching, bucket_choice
+from keras_bert_zoo.training import batching
 
 
 def _model_source(model) -> tuple[Path, dict]:
@@ -87,8 +87,8 @@ def run_predict(
     network = from_preset(preset, task=task)
     network.compile(jit_compile=jit_compile)
     # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
-    # program per length chosen from the data (`bucket_choice.prediction_buckets`).
-    buckets = bucket_choice.prediction_buckets(network, x, batch_size, length, bucketing)
+    # program per power-of-two bucket (`batching.prediction_buckets`).
+    buckets = batching.prediction_buckets(network, length) if bucketing else [length]
     outputs = batching.predict(network, x, batch_size, buckets, job.sequence_outputs)
     predictions = job.predict(dataset, outputs, extra)
     files = job.write_predictions(dataset, predictions, output)

@@ -4,10 +4,8 @@ Every fine-tuning sequence is padded to `--sequence-length`, but most are far sh
 sentences average about 10 words), so full-length batches mostly multiply padding. Here each
 example falls in the bucket of its real length (`padding_mask` sum): for training, the
 lengths that minimise the run's estimated time, compiles included, chosen from the training
-set's length histogram (`training.bucket_choice`); for prediction under XLA, the same from
-the data to predict, at a prediction program's compile cost (`bucket_choice.
-prediction_buckets`); where no length compiles, steps of 8 tokens. The sequence length is
-always the last bucket. A batch holds examples
+set's length histogram (`training.bucket_choice`); for prediction, powers of two from 16
+(`bucket_lengths`). The sequence length is always the last bucket. A batch holds examples
 of one bucket and is trimmed to that bucket's length, so XLA compiles one program per bucket.
 Results for real tokens equal full padding (the encoder's padding invariance).
 
@@ -67,6 +65,19 @@ def bucket_lengths(sequence_length: int, bucketing: bool = True) -> list[int]:
         lengths.append(length)
         length *= 2
     return lengths + [sequence_length]
+
+
+def prediction_buckets(model, sequence_length: int) -> list[int]:
+    """The lengths `predict` trims batches to: steps of 8 tokens where every length runs
+    without a compile (`predicts_any_shape`), else `bucket_lengths` (one XLA program per
+    bucket).
+
+    >>> prediction_buckets(model, 40)  # TensorFlow on CPU
+    [8, 16, 24, 32, 40]
+    """
+    if predicts_any_shape(model):
+        return list(range(8, sequence_length, 8)) + [sequence_length]
+    return bucket_lengths(sequence_length)
 
 
 def real_lengths(x: dict) -> np.ndarray:

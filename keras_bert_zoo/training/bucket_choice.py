@@ -1,9 +1,9 @@
-"""The lengths of length bucketing, chosen from the data's length histogram.
+"""The training lengths of length bucketing, chosen from the training set's histogram.
 
-`training.batching` trims each batch to the bucket length of its examples; which lengths to
-use is a trade: more lengths pad less but compile more (one XLA program each). This module
-picks them from the length histogram with a cost model of the step's time, for training
-(benchmarks/RESULTS.md, "Length bucketing") and for XLA's prediction programs.
+`training.batching` trims each training batch to the bucket length of its examples; which
+lengths to use is a trade: more lengths pad less but compile more (one XLA program each).
+This module picks them from the training set's length histogram with a cost model of the
+train step's time (benchmarks/RESULTS.md, "Length bucketing").
 
 >>> kbz.training.bucket_choice.training_buckets(sst2_train_lengths, 32, sequence_length=128)
 [8, 16, 24, 32, 48, 72, 128]
@@ -11,7 +11,7 @@ picks them from the length histogram with a cost model of the step's time, for t
 
 import numpy as np
 
-from keras_bert_zoo.training.batching import bucket_ids, predicts_any_shape, real_lengths
+from keras_bert_zoo.training.batching import bucket_ids
 
 # The cost model of `training_buckets`, in tokens' worth of train-step time: a step of B x L
 # tokens takes (STEP_OVERHEAD + B * L), and one more length (one XLA compile) COMPILE_COST.
@@ -20,19 +20,10 @@ from keras_bert_zoo.training.batching import bucket_ids, predicts_any_shape, rea
 STEP_OVERHEAD = 160
 COMPILE_COST = 25_000
 BUCKET_STEP = 8  # candidate lengths: multiples of 8 (and the sequence length)
-# A prediction program's compile in tokens' worth of its forward pass: about 0.6 s for
-# MiniLM-L6 against about 7,000 tokens a second, XLA on this project's CPU (benchmarks/
-# RESULTS.md, "kbz embed vs sentence-transformers recipe").
-PREDICTION_COMPILE_COST = 4_000
 
 
 def training_buckets(
-    lengths,
-    batch_size: int,
-    sequence_length: int,
-    epochs: int = 1,
-    bucketing: bool = True,
-    compile_cost: int = COMPILE_COST,
+    lengths, batch_size: int, sequence_length: int, epochs: int = 1, bucketing: bool = True
 ) -> list:
     """The bucket lengths that minimise a training run's estimated time, compiles included.
 
@@ -40,7 +31,7 @@ def training_buckets(
     compile on a length few batches use. Here the lengths are chosen from the training set's
     length histogram: every multiple of 8 up to `sequence_length` is a candidate, and a
     dynamic program picks the set that minimises `epochs x (steps x STEP_OVERHEAD + padded
-    tokens) + lengths used x compile_cost` (steps counted with partial batches, so leaving
+    tokens) + lengths used x COMPILE_COST` (steps counted with partial batches, so leaving
     examples out never pays). The result depends only on the lengths, the batch size, the
     sequence length and the epochs, so a resumed run gets the same batches;
     `sequence_length` is always the last bucket, and a training set of at least one batch
@@ -65,7 +56,7 @@ def training_buckets(
         if not examples:
             return 0.0
         steps = -(-examples // batch_size)
-        return epochs * steps * (STEP_OVERHEAD + batch_size * candidates[high]) + compile_cost
+        return epochs * steps * (STEP_OVERHEAD + batch_size * candidates[high]) + COMPILE_COST
 
     # best[j]: the cheapest buckets for every example up to candidates[j], the last one
     # ending at candidates[j]; previous[j] is the end of the bucket before it (-1: none).
@@ -88,25 +79,3 @@ def training_buckets(
         longest = candidates[int(np.searchsorted(candidates, lengths.max()))]
         chosen = sorted({longest, sequence_length})
     return chosen
-
-
-def prediction_buckets(model, x, batch_size: int, sequence_length: int, bucketing=True) -> list:
-    """The lengths `batching.predict` trims the batches of `x` to.
-
-    Steps of 8 tokens where every length runs without a compile (`predicts_any_shape`:
-    TensorFlow's graph, eager PyTorch). Under XLA, one program per length: chosen from `x`'s
-    real lengths like `training_buckets`, at a prediction program's compile cost. Powers of
-    two padded the `kbz embed` benchmark's 110,157 real tokens to 173,056 at batch 64; these
-    lengths pad them to 147,456 with as many programs. `bucketing=False`: `[sequence_length]`.
-
-    >>> prediction_buckets(model, x, 64, 256)  # JAX, the SQuAD corpus of embed_corpus.py
-    [16, 32, 136, 192, 256]
-    """
-    if not bucketing:
-        return [sequence_length]
-    if predicts_any_shape(model):
-        return list(range(BUCKET_STEP, sequence_length, BUCKET_STEP)) + [sequence_length]
-    lengths = real_lengths(x)
-    return training_buckets(
-        lengths, batch_size, sequence_length, compile_cost=PREDICTION_COMPILE_COST
-    )
