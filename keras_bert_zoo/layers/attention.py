@@ -86,9 +86,9 @@ def fused_is_faster() -> bool:
 
     Yes on PyTorch (its fused SDPA kernel), under JAX on GPU and TPU (cuDNN, Splash) and in a
     TensorFlow trace under XLA. No under JAX on a CPU, where XLA writes the fused op out as
-    einsums and ran MiniLM's attention at [32, 256] in 127-130 ms against the explicit path's
-    66-68, and in TensorFlow's graph without XLA (59 against 37-41 ms), the graph `kbz embed`
-    and `kbz predict` run.
+    einsums and ran MiniLM's attention at [32, 256] in 113 ms against the explicit path's 62,
+    and in TensorFlow's graph without XLA (56 against 37 ms), the graph `kbz embed` and
+    `kbz predict` run (`benchmarks/attention_paths.py`).
     """
     if jax is not None:
         return jax.devices()[0].platform != "cpu"

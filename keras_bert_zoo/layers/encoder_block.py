@@ -3,7 +3,8 @@
 Differs from the original in layout only: query, key and value are one `[hidden, 3 * hidden]`
 kernel (one matmul instead of three; the checkpoint converters split and join it), the
 attention softmax always runs in float32 so mixed precision cannot overflow it, and attention
-runs fused (`keras.ops.dot_product_attention`) whenever no attention probability is dropped.
+runs fused (`keras.ops.dot_product_attention`) whenever no attention probability is dropped
+and the fused op is the faster one there (`layers.attention.fused_is_faster`).
 """
 
 import keras
