@@ -23,24 +23,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import throughput  # noqa: E402
-from keras import ops  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
-from keras_bert_zoo.layers import attention, dropout, encoder_block, input_checks  # noqa: E402
-
-
-def batched_matmul_attention(self, x, padding_mask, training):
-    """Attention with heads moved next to batch (transposes + matmul) instead of einsum."""
-    batch, length = ops.shape(x)[0], ops.shape(x)[1]
-    qkv = ops.reshape(self.attention_qkv(x), (batch, length, 3, self.num_heads, self.head_dim))
-    query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), axis=0)
-    scores = ops.matmul(query * (1.0 / self.head_dim**0.5), ops.transpose(key, (0, 1, 3, 2)))
-    probs = ops.softmax(
-        ops.cast(scores, "float32") + attention.attention_bias(padding_mask), axis=-1
-    )
-    probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
-    context = ops.transpose(ops.matmul(probs, value), (0, 2, 1, 3))
-    return ops.reshape(context, (batch, length, self.hidden_dim))
+from keras_bert_zoo.layers import dropout, input_checks  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -106,9 +91,6 @@ def main():
         "ours without XLA": lambda: seconds(ours(), jit_compile=False),
         "no input checks": lambda: with_patch(
             input_checks.InputChecks, "call", lambda self, inputs: inputs
-        ),
-        "matmul attention": lambda: with_patch(
-            encoder_block.TransformerEncoderBlock, "_self_attention", batched_matmul_attention
         ),
         "Keras dropout": lambda: with_patch(dropout, "in_xla_trace", lambda: False),
         "no dropout": lambda: seconds(ours(dropout=0.0)),
