@@ -11,7 +11,9 @@ def use_compile_cache(args) -> None:
     """Before anything compiles: `--jit-compile`'s default for the backend, and XLA's programs
     kept on disk (`--compile-cache`)."""
     resolve_jit_compile(args)
-    if not getattr(args, "jit_compile", False):
+    # `kbz embed` has no `--jit-compile`: its prediction compiles with XLA on JAX (one program
+    # per length bucket), runs as a graph on TensorFlow and eagerly on PyTorch.
+    if not hasattr(args, "compile_cache") or not getattr(args, "jit_compile", True):
         return
     from keras_bert_zoo.training import compile_cache  # only for XLA: it loads the backend
 

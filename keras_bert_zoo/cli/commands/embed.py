@@ -1,6 +1,8 @@
 """`kbz embed`: one sentence vector per line of a text file (`jobs.embed`). Training an
 embedder is `kbz finetune embed`, as every task's training."""
 
+from keras_bert_zoo.cli.compile_flags import add_compile_cache_argument
+
 
 def add_parser(subcommands) -> None:
     embed = subcommands.add_parser("embed", help="sentence vectors of a text file, one per line")
@@ -14,6 +16,7 @@ def add_parser(subcommands) -> None:
         help="tokens per text (default: the run's, else the preset's recorded length, such as "
         "a converted sentence-transformers model's max_seq_length, else 128)",
     )
+    add_compile_cache_argument(embed)
     embed.set_defaults(run=run)
 
 
