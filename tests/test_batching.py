@@ -183,6 +183,26 @@ def test_a_stream_started_at_a_step_is_the_tail_of_the_full_stream():
     assert shapes == {(4, 128)} and fixed.steps_per_epoch == 15  # --no-bucketing: as before
 
 
+@given(
+    lengths=st.lists(st.integers(1, 64), min_size=1, max_size=60),
+    batch_size=st.integers(1, 9),
+)
+def test_prediction_groups_cover_every_example_once_with_the_partial_batch_shortest(
+    lengths, batch_size
+):
+    buckets = batching.bucket_lengths(64)
+    groups = batching.prediction_groups(np.array(lengths), batch_size, buckets)
+    rows = np.concatenate([group for group, _ in groups])
+    assert sorted(rows.tolist()) == list(range(len(lengths)))
+    assert [length for _, length in groups] == sorted({length for _, length in groups})
+    for position, (group, length) in enumerate(groups):
+        assert max(lengths[i] for i in group) <= length  # every example fits its bucket
+        if position:  # only the first, shortest group may end in a partial batch
+            assert len(group) % batch_size == 0
+    # Cut from the longest end: the partial batch, filled up under XLA, is the shortest.
+    assert len(groups[0][0]) % batch_size == len(lengths) % batch_size
+
+
 @pytest.mark.parametrize("graph", [True, False], ids=["one graph (TF CPU)", "Keras predict"])
 @pytest.mark.parametrize("task", ["classifier", "tagger", "question_answerer"])
 def test_bucketed_prediction_equals_full_padding_for_real_tokens(
@@ -217,7 +237,7 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(
         assert not shapes and batching._GRAPHS[model].experimental_get_tracing_count() == 1
         assert sum(graph_rows) == len(x["token_ids"])  # no filler rows for the graph
         assert len(graph_rows) > 1
-    else:  # whole batches only (the partial last one filled up): one batch shape per bucket
+    else:  # whole batches only (the partial one filled up): one batch shape per bucket
         assert len(x["token_ids"]) % 9 and all(rows % 9 == 0 for rows, _ in shapes), shapes
         assert len({width for _, width in shapes}) == len(shapes) > 1
     mask = np.asarray(x["padding_mask"]).astype(bool)

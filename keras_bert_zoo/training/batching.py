@@ -206,10 +206,11 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     """`model.predict(x)` with batches of similar length trimmed to their bucket.
 
     Examples are sorted by real length; consecutive batches share the bucket of their
-    longest example, and each run of batches with one bucket is one `model.predict` call of
-    whole batches (a partial last batch is filled up, then its filler outputs dropped), so
-    under XLA each bucket compiles one program. Where any shape runs without a compile
-    (`predicts_any_shape`: one TensorFlow graph on CPU, eager PyTorch) batches get no filler.
+    longest example (`prediction_groups`), and each run of batches with one bucket is one
+    `model.predict` call of whole batches (the one partial batch, the shortest, is filled up,
+    then its filler outputs dropped), so under XLA each bucket compiles one program. Where
+    any shape runs without a compile (`predicts_any_shape`: one TensorFlow graph on CPU,
+    eager PyTorch) batches get no filler.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
     """
@@ -273,17 +274,12 @@ def _predict(
     lengths = real_lengths(x)
     if not len(lengths):
         return model.predict(x, batch_size=batch_size, verbose=0)
-    order = np.argsort(lengths, kind="stable")
-    last = np.minimum(np.arange(0, len(order), batch_size) + batch_size, len(order)) - 1
-    batch_bucket = bucket_ids(lengths[order[last]], buckets).tolist()
-    results, structure, begin = None, None, 0
-    for bucket, group in itertools.groupby(batch_bucket):
-        rows = order[begin : begin + batch_size * len(list(group))]
-        begin += len(rows)
-        length = int(buckets[bucket])
-        # Under XLA whole batches only (the last one filled with repeated rows, whose
+    count = len(lengths)
+    results, structure = None, None
+    for rows, length in prediction_groups(lengths, batch_size, buckets):
+        # Under XLA whole batches only (the partial one filled with repeated rows, whose
         # outputs are dropped): one batch shape, so one program, per bucket. Without a
-        # compile per shape, no filler: the sorted corpus' last batch is its longest.
+        # compile per shape, no filler.
         filled = np.resize(rows, -(-len(rows) // batch_size) * batch_size) if whole else rows
         inputs = {key: _trim(np.asarray(v)[filled], length, True) for key, v in x.items()}
         if run is None:
@@ -292,10 +288,34 @@ def _predict(
             part = run(inputs, batch_size)
         structure, parts = part, [_host(p)[: len(rows)] for p in keras.tree.flatten(part)]
         if results is None:
-            results = [_full(p, len(order), total, sequence_outputs) for p in parts]
+            results = [_full(p, count, total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):
             result[rows] = _pad(p, total, result)
     return keras.tree.pack_sequence_as(structure, results)
+
+
+def prediction_groups(lengths, batch_size: int, buckets) -> list[tuple[np.ndarray, int]]:
+    """`(rows, bucket length)` per bucket, in ascending length: the examples sorted by real
+    length, cut into batches from the longest end, each batch in the bucket of its longest
+    example, and a bucket's batches together. Only the shortest batch can be partial: under
+    XLA it is filled up to a whole batch, and filler rows of the shortest bucket cost the
+    least (MiniLM's 1,888-text corpus at batch 64: 159,744 padded tokens against 165,888
+    with the partial batch at the 256-token end).
+
+    >>> prediction_groups(np.array([3, 40, 9, 12, 30]), 2, [16, 32, 64])
+    [(array([0, 2, 3]), 16), (array([4, 1]), 64)]
+    """
+    lengths = np.asarray(lengths)
+    order = np.argsort(lengths, kind="stable")
+    ends = np.arange(len(order), 0, -batch_size)[::-1]
+    starts = np.maximum(ends - batch_size, 0)
+    batch_bucket = bucket_ids(lengths[order[ends - 1]], buckets)
+    groups, first = [], 0
+    for bucket, batches in itertools.groupby(range(len(ends)), key=lambda b: batch_bucket[b]):
+        last = list(batches)[-1]
+        groups.append((order[starts[first] : ends[last]], int(buckets[bucket])))
+        first = last + 1
+    return groups
 
 
 def _host(part) -> np.ndarray:
