@@ -183,6 +183,24 @@ def test_a_stream_started_at_a_step_is_the_tail_of_the_full_stream():
     assert shapes == {(4, 128)} and fixed.steps_per_epoch == 15  # --no-bucketing: as before
 
 
+@given(sequence_length=st.integers(1, 1024))
+def test_cpu_bucket_lengths_pad_a_batch_by_less_than_a_step(sequence_length):
+    buckets = batching.cpu_bucket_lengths(sequence_length)
+    assert buckets == sorted(set(buckets)) and buckets[-1] == sequence_length
+    assert buckets[0] == min(batching.SMALLEST_BUCKET, sequence_length)
+    step = 32 * -(-sequence_length // 256)  # 32 tokens per 256
+    assert all(b - a < 1.5 * step for a, b in zip(buckets, buckets[1:], strict=False))
+    assert len(buckets) <= 11  # a compile each: a few more than powers of two, never dozens
+
+
+def test_cpu_bucket_lengths_of_common_lengths():
+    assert batching.cpu_bucket_lengths(128) == [16, 32, 64, 96, 128]
+    assert batching.cpu_bucket_lengths(256) == [16, 32, 64, 96, 128, 160, 192, 224, 256]
+    assert batching.cpu_bucket_lengths(512) == [16, 32, 64, 128, 192, 256, 320, 384, 448, 512]
+    assert batching.cpu_bucket_lengths(24) == [16, 24]
+    assert batching.cpu_bucket_lengths(521) == [16, 32, 64, 96, 192, 288, 384, 521]
+
+
 @given(
     lengths=st.lists(st.integers(1, 64), min_size=1, max_size=60),
     batch_size=st.integers(1, 9),

@@ -87,7 +87,7 @@ def run_predict(
     network = from_preset(preset, task=task)
     network.compile(jit_compile=jit_compile)
     # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
-    # program per power-of-two bucket (`batching.prediction_buckets`).
+    # program per bucket (`batching.prediction_buckets`).
     buckets = batching.prediction_buckets(network, length) if bucketing else [length]
     outputs = batching.predict(network, x, batch_size, buckets, job.sequence_outputs)
     predictions = job.predict(dataset, outputs, extra)
