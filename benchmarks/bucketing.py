@@ -24,7 +24,7 @@ import keras  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
 from keras_bert_zoo.finetuning import FINETUNING_TASKS  # noqa: E402
-from keras_bert_zoo.training import batching, create_optimizer  # noqa: E402
+from keras_bert_zoo.training import batching, bucketed_prediction, create_optimizer  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
 
@@ -69,7 +69,7 @@ def main() -> None:
         model.fit(
             stream(0), steps_per_epoch=schedule.steps_per_epoch, epochs=1, verbose=0, shuffle=False
         )
-        batching.predict(model, x_val, args.batch_size, buckets, sequence_outputs=False)
+        bucketed_prediction.predict(model, x_val, args.batch_size, buckets, sequence_outputs=False)
         print(
             f"  warm-up (compilation + 1 epoch + 1 prediction) {time.perf_counter() - start:.0f}s"
         )
@@ -81,7 +81,9 @@ def main() -> None:
             model.fit(stream(begin), steps_per_epoch=args.steps, epochs=1, verbose=0, shuffle=False)
             results[name]["train"].append(args.steps / (time.perf_counter() - start))
             start = time.perf_counter()
-            batching.predict(model, x_val, args.batch_size, buckets, sequence_outputs=False)
+            bucketed_prediction.predict(
+                model, x_val, args.batch_size, buckets, sequence_outputs=False
+            )
             results[name]["predict"].append(len(x_val["token_ids"]) / (time.perf_counter() - start))
         print(
             f"round {round_ + 1}: "

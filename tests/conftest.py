@@ -208,6 +208,19 @@ class Kill(keras.callbacks.Callback):
             raise KeyboardInterrupt("killed")
 
 
+def record_predict_shapes(model, monkeypatch):
+    """Wraps `model.predict` so that each call's `token_ids` shape is recorded; returns the
+    list of shapes and the original `predict`."""
+    shapes, predict = [], model.predict
+
+    def recording(inputs, **kwargs):
+        shapes.append(inputs["token_ids"].shape)
+        return predict(inputs, **kwargs)
+
+    monkeypatch.setattr(model, "predict", recording)
+    return shapes, predict
+
+
 def random_inputs(batch=3, length=12, vocabulary_size=1000, seed=0, lengths=None):
     """Random ids with right padding: row i has `lengths[i]` real tokens."""
     rng = np.random.default_rng(seed)

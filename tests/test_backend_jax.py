@@ -20,6 +20,7 @@ from conftest import (
     check_fused_prediction,
     check_fused_training_step,
     random_inputs,
+    record_predict_shapes,
 )
 
 import keras_bert_zoo as kbz
@@ -46,23 +47,17 @@ def test_keras_runs_on_jax():
 
 
 def test_prediction_on_a_cpu_takes_finer_buckets_and_equals_full_padding(monkeypatch):
-    from keras_bert_zoo.training import batching
+    from keras_bert_zoo.training import bucketed_prediction
 
     keras.utils.set_random_seed(3)
     encoder = kbz.build_encoder(**{**TINY, "max_sequence_length": 128})
     model = keras.Model(encoder.input, encoder.output["pooled_output"])
-    assert not batching.predicts_any_shape(model)  # XLA: one program per bucket
-    buckets = batching.prediction_buckets(model, 128)
-    assert buckets == batching.cpu_bucket_lengths(128) == [16, 32, 64, 96, 128]
+    assert not bucketed_prediction.predicts_any_shape(model)  # XLA: one program per bucket
+    buckets = bucketed_prediction.prediction_buckets(model, 128)
+    assert buckets == bucketed_prediction.cpu_bucket_lengths(128) == [16, 32, 64, 96, 128]
     x = random_inputs(batch=9, length=128, lengths=[128, 3, 90, 70, 20, 100, 40, 66, 97])
-    shapes, predict = [], model.predict
-
-    def recording(inputs, **kwargs):
-        shapes.append(inputs["token_ids"].shape)
-        return predict(inputs, **kwargs)
-
-    monkeypatch.setattr(model, "predict", recording)
-    trimmed = batching.predict(model, x, 2, buckets, sequence_outputs=False)
+    shapes, predict = record_predict_shapes(model, monkeypatch)
+    trimmed = bucketed_prediction.predict(model, x, 2, buckets, sequence_outputs=False)
     assert {width for _, width in shapes} == {16, 64, 96, 128}  # 96: not a power of two
     assert all(rows % 2 == 0 for rows, _ in shapes)  # whole batches only
     np.testing.assert_allclose(trimmed, predict(x, verbose=0), atol=1e-5)

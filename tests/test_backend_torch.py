@@ -19,6 +19,7 @@ from conftest import (
     check_fused_prediction,
     check_fused_training_step,
     random_inputs,
+    record_predict_shapes,
     save_tiny_preset,
 )
 
@@ -56,29 +57,23 @@ def test_forward_predict_and_padding_invariance(encoder):
 
 
 def test_eager_prediction_trims_to_steps_of_8_without_filler_rows(encoder, monkeypatch):
-    from keras_bert_zoo.training import batching
+    from keras_bert_zoo.training import bucketed_prediction
 
     # no compile per shape when eager: every length and batch size is free
     model = keras.Model(encoder.input, encoder.output["sequence_output"])
     x = random_inputs(batch=11, length=40, lengths=[40, 3, 9, 17, 25, 33, 5, 12, 20, 28, 36])
-    assert batching.predicts_any_shape(model) and not model.jit_compile
-    buckets = batching.prediction_buckets(model, 40)
+    assert bucketed_prediction.predicts_any_shape(model) and not model.jit_compile
+    buckets = bucketed_prediction.prediction_buckets(model, 40)
     assert buckets == [8, 16, 24, 32, 40]
-    shapes, predict = [], model.predict
-
-    def recording(inputs, **kwargs):
-        shapes.append(inputs["token_ids"].shape)
-        return predict(inputs, **kwargs)
-
-    monkeypatch.setattr(model, "predict", recording)
-    trimmed = batching.predict(model, x, 4, buckets, sequence_outputs=True)
+    shapes, predict = record_predict_shapes(model, monkeypatch)
+    trimmed = bucketed_prediction.predict(model, x, 4, buckets, sequence_outputs=True)
     assert sum(rows for rows, _ in shapes) == 11 and len(shapes) > 1, shapes
     full = predict(x, verbose=0)
     real = x["padding_mask"].astype(bool)
     np.testing.assert_allclose(trimmed[real], full[real], atol=1e-5)
     model.jit_compile = True  # torch.compile: a program per shape, so whole batches again
-    assert not batching.predicts_any_shape(model)
-    assert batching.prediction_buckets(model, 40) == [16, 32, 40]
+    assert not bucketed_prediction.predicts_any_shape(model)
+    assert bucketed_prediction.prediction_buckets(model, 40) == [16, 32, 40]
 
 
 def test_input_check_messages(encoder):

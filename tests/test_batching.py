@@ -10,13 +10,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import save_tiny_preset
+from conftest import record_predict_shapes, save_tiny_preset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.finetuning import FINETUNING_TASKS
-from keras_bert_zoo.training import batching, bucket_choice
+from keras_bert_zoo.training import batching, bucket_choice, bucketed_prediction
 
 DATA = Path(__file__).parent / "data" / "finetune"
 EXAMPLES = Path(__file__).parents[1] / "examples" / "data"
@@ -185,7 +185,7 @@ def test_a_stream_started_at_a_step_is_the_tail_of_the_full_stream():
 
 @given(sequence_length=st.integers(1, 1024))
 def test_cpu_bucket_lengths_pad_a_batch_by_less_than_a_step(sequence_length):
-    buckets = batching.cpu_bucket_lengths(sequence_length)
+    buckets = bucketed_prediction.cpu_bucket_lengths(sequence_length)
     assert buckets == sorted(set(buckets)) and buckets[-1] == sequence_length
     assert buckets[0] == min(batching.SMALLEST_BUCKET, sequence_length)
     step = 32 * -(-sequence_length // 256)  # 32 tokens per 256
@@ -194,11 +194,22 @@ def test_cpu_bucket_lengths_pad_a_batch_by_less_than_a_step(sequence_length):
 
 
 def test_cpu_bucket_lengths_of_common_lengths():
-    assert batching.cpu_bucket_lengths(128) == [16, 32, 64, 96, 128]
-    assert batching.cpu_bucket_lengths(256) == [16, 32, 64, 96, 128, 160, 192, 224, 256]
-    assert batching.cpu_bucket_lengths(512) == [16, 32, 64, 128, 192, 256, 320, 384, 448, 512]
-    assert batching.cpu_bucket_lengths(24) == [16, 24]
-    assert batching.cpu_bucket_lengths(521) == [16, 32, 64, 96, 192, 288, 384, 521]
+    assert bucketed_prediction.cpu_bucket_lengths(128) == [16, 32, 64, 96, 128]
+    assert bucketed_prediction.cpu_bucket_lengths(256) == [16, 32, 64, 96, 128, 160, 192, 224, 256]
+    assert bucketed_prediction.cpu_bucket_lengths(512) == [
+        16,
+        32,
+        64,
+        128,
+        192,
+        256,
+        320,
+        384,
+        448,
+        512,
+    ]
+    assert bucketed_prediction.cpu_bucket_lengths(24) == [16, 24]
+    assert bucketed_prediction.cpu_bucket_lengths(521) == [16, 32, 64, 96, 192, 288, 384, 521]
 
 
 @given(
@@ -209,7 +220,7 @@ def test_prediction_groups_cover_every_example_once_with_the_partial_batch_short
     lengths, batch_size
 ):
     buckets = batching.bucket_lengths(64)
-    groups = batching.prediction_groups(np.array(lengths), batch_size, buckets)
+    groups = bucketed_prediction.prediction_groups(np.array(lengths), batch_size, buckets)
     rows = np.concatenate([group for group, _ in groups])
     assert sorted(rows.tolist()) == list(range(len(lengths)))
     assert [length for _, length in groups] == sorted({length for _, length in groups})
@@ -231,17 +242,11 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(
     lengths = batching.real_lengths(x)
     assert len(np.unique(batching.bucket_ids(lengths, buckets))) > 1  # several buckets used
     full = model.predict(x, batch_size=8, verbose=0)
-    assert batching.predicts_as_graph(model)  # TensorFlow on CPU
-    shapes, predict = [], model.predict
+    assert bucketed_prediction.predicts_as_graph(model)  # TensorFlow on CPU
     if not graph:  # as on a GPU or TPU: Keras' `predict`, one (XLA) program per bucket
-        monkeypatch.setattr(batching, "predicts_as_graph", lambda model: False)
-
-    def recording(inputs, **kwargs):
-        shapes.append(inputs["token_ids"].shape)
-        return predict(inputs, **kwargs)
-
-    model.predict = recording
-    graph_rows, graph_forward = [], batching._graph_forward
+        monkeypatch.setattr(bucketed_prediction, "predicts_as_graph", lambda model: False)
+    shapes, _ = record_predict_shapes(model, monkeypatch)
+    graph_rows, graph_forward = [], bucketed_prediction._graph_forward
 
     def counting(model):  # the rows each graph call runs
         run = graph_forward(model)
@@ -249,10 +254,12 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(
             graph_rows.append(len(inputs["token_ids"])) or run(inputs, batch_size)
         )
 
-    monkeypatch.setattr(batching, "_graph_forward", counting)
-    bucketed = batching.predict(model, x, 9, buckets, job.sequence_outputs)
+    monkeypatch.setattr(bucketed_prediction, "_graph_forward", counting)
+    bucketed = bucketed_prediction.predict(model, x, 9, buckets, job.sequence_outputs)
     if graph:  # one graph traced once serves every bucket length
-        assert not shapes and batching._GRAPHS[model].experimental_get_tracing_count() == 1
+        assert (
+            not shapes and bucketed_prediction._GRAPHS[model].experimental_get_tracing_count() == 1
+        )
         assert sum(graph_rows) == len(x["token_ids"])  # no filler rows for the graph
         assert len(graph_rows) > 1
     else:  # whole batches only (the partial one filled up): one batch shape per bucket
@@ -345,7 +352,7 @@ def test_bucketed_prediction_of_a_mixed_bfloat16_model_is_float32(tiny_preset):
     try:
         job, _, model, (x, _, _) = _task_data(tiny_preset, "question_answerer")
         buckets = batching.bucket_lengths(LENGTH["question_answerer"])
-        bucketed = batching.predict(model, x, 9, buckets, job.sequence_outputs)
+        bucketed = bucketed_prediction.predict(model, x, 9, buckets, job.sequence_outputs)
         full = model.predict(x, batch_size=8, verbose=0)
     finally:
         keras.mixed_precision.set_global_policy("float32")

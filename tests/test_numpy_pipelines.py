@@ -16,7 +16,7 @@ import keras_bert_zoo as kbz
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs import embed
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import batching
+from keras_bert_zoo.training import batching, bucketed_prediction
 
 DATA = Path(__file__).parent / "data" / "finetune"
 TRAIN = {
@@ -113,7 +113,7 @@ def test_embed_texts_on_the_host_path_gives_the_tensorflow_path_s_vectors(tiny_p
     embedder, preprocessor = embed.load_embedder(tiny_preset, sequence_length=32)
     expected = embed.embed_texts(embedder, preprocessor, texts[1:80], batch_size=16)
     # JAX and PyTorch's route: the host tokenizer, Keras' predict and its power-of-two buckets
-    monkeypatch.setattr(batching, "predicts_as_graph", lambda model: False)
+    monkeypatch.setattr(bucketed_prediction, "predicts_as_graph", lambda model: False)
     with tokenizer_path("host"):
         actual = embed.embed_texts(embedder, preprocessor, texts[1:80], batch_size=16)
     assert actual.shape == expected.shape == (79, 32)

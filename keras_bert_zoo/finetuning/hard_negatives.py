@@ -25,7 +25,7 @@ from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import batching
+from keras_bert_zoo.training import bucketed_prediction
 
 logger = logging.getLogger(__name__)
 DEFAULT_SEQUENCE_LENGTH = 256  # the embedder's, when its preset records none
@@ -57,11 +57,13 @@ def embedding_function(source, batch_size: int = 64) -> Callable[[list[str]], np
     )
     embedder = from_preset(source, task="embedder")
     preprocessor = BertPreprocessor.from_preset(source, sequence_length=length)
-    buckets = batching.prediction_buckets(embedder, length)
+    buckets = bucketed_prediction.prediction_buckets(embedder, length)
 
     def embed(texts):
         x = packed_arrays(preprocessor, texts)
-        return np.asarray(batching.predict(embedder, x, batch_size, buckets, False), np.float32)
+        return np.asarray(
+            bucketed_prediction.predict(embedder, x, batch_size, buckets, False), np.float32
+        )
 
     return embed
 

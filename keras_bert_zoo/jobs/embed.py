@@ -21,7 +21,7 @@ from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import batching
+from keras_bert_zoo.training import batching, bucketed_prediction
 
 logger = logging.getLogger(__name__)
 DEFAULT_SEQUENCE_LENGTH = 128
@@ -48,7 +48,7 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
     """`[len(texts), hidden]` float32 vectors, in the order of `texts`.
 
     All texts are tokenized at once, then embedded sorted by length in batches trimmed to
-    their length bucket (`batching.predict`): a corpus of short questions and long
+    their length bucket (`bucketed_prediction.predict`): a corpus of short questions and long
     paragraphs is not padded to the longest text. Texts longer than the preprocessor's
     `sequence_length` are truncated (logged with a count, never silently).
 
@@ -69,8 +69,8 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
             len(texts),
             length,
         )
-    buckets = batching.prediction_buckets(embedder, length)
-    vectors = batching.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
+    buckets = bucketed_prediction.prediction_buckets(embedder, length)
+    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
     return np.asarray(vectors, np.float32)
 
 

@@ -40,7 +40,7 @@ from keras_bert_zoo.saving.adapters import save_lora_weights
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching
+from keras_bert_zoo.training import batching, bucketed_prediction
 from keras_bert_zoo.training.distributed import get_strategy, keeps_global_policy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
@@ -244,8 +244,10 @@ def _train(model, trained, job, data: _Data, config, distribution, output, run, 
 def _predict(network, job, data: _Data, config):
     """The validation outputs, in the buckets `kbz predict` uses (the same predictions)."""
     length = config.sequence_length
-    buckets = batching.prediction_buckets(network, length) if config.bucketing else [length]
-    return batching.predict(
+    buckets = (
+        bucketed_prediction.prediction_buckets(network, length) if config.bucketing else [length]
+    )
+    return bucketed_prediction.predict(
         network, data.validation_x, config.batch_size, buckets, job.sequence_outputs
     )
 

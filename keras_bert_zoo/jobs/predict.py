@@ -16,7 +16,7 @@ from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching
+from keras_bert_zoo.training import bucketed_prediction
 
 
 def _model_source(model) -> tuple[Path, dict]:
@@ -55,7 +55,7 @@ def run_predict(
         bucketing: batches of similar length, trimmed to a few static lengths (the same
             predictions for real tokens, faster); False pads every batch to the full length.
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
-            every bucket either way (`training.batching.predicts_as_graph`).
+            every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 
@@ -87,9 +87,9 @@ def run_predict(
     network = from_preset(preset, task=task)
     network.compile(jit_compile=jit_compile)
     # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
-    # program per bucket (`batching.prediction_buckets`).
-    buckets = batching.prediction_buckets(network, length) if bucketing else [length]
-    outputs = batching.predict(network, x, batch_size, buckets, job.sequence_outputs)
+    # program per bucket (`bucketed_prediction.prediction_buckets`).
+    buckets = bucketed_prediction.prediction_buckets(network, length) if bucketing else [length]
+    outputs = bucketed_prediction.predict(network, x, batch_size, buckets, job.sequence_outputs)
     predictions = job.predict(dataset, outputs, extra)
     files = job.write_predictions(dataset, predictions, output)
     return {"files": [str(f) for f in files], "metrics": job.metrics(dataset, predictions)}

@@ -8,8 +8,9 @@
 - `resume`: `fit_resumable`, checkpoints at step intervals (and in time) and exact resume;
   `checkpoint_files`: the atomic checkpoint files, `state.json` and the fallback on damage;
 - `compile_cache`: `enable_compile_cache`, XLA's compiled programs kept on disk across runs;
-- `batching`: length bucketing, the seeded batch schedule of fine-tuning and trimmed
-  prediction batches; `bucket_choice`: the bucket lengths a training set gets;
+- `batching`: length bucketing and the seeded batch schedule of fine-tuning;
+  `bucketed_prediction`: evaluation and prediction in trimmed length buckets;
+  `bucket_choice`: the bucket lengths a training set gets;
   `distinct_batches`: in-batch-negatives batches, no text twice in one (the embedder's).
 
 The end-to-end jobs the command line runs (`run_finetune`, `run_pretrain`, ...) are in
