@@ -19,7 +19,7 @@ import math
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.backend import in_xla_trace, jax, tf
+from keras_bert_zoo.layers.backend import in_xla_trace, jax, jax_platform, tf
 from keras_bert_zoo.layers.common import padding_bias
 
 
@@ -91,7 +91,7 @@ def fused_is_faster() -> bool:
     `kbz predict` run (`benchmarks/attention_paths.py`).
     """
     if jax is not None:
-        return jax.devices()[0].platform != "cpu"
+        return jax_platform() != "cpu"
     if tf is not None:
         return in_xla_trace()
     return True
@@ -99,16 +99,12 @@ def fused_is_faster() -> bool:
 
 def _xla_cpu_rejects(dtype) -> bool:
     """JAX's fused float16 attention asks XLA:CPU for an F16_F16_F32 dot it does not have."""
-    return (
-        jax is not None
-        and keras.backend.standardize_dtype(dtype) == "float16"
-        and jax.devices()[0].platform == "cpu"
-    )
+    return keras.backend.standardize_dtype(dtype) == "float16" and jax_platform() == "cpu"
 
 
 def _flash_attention():
     """Keras' own choice of a flash kernel (None: where it applies), except where it is wrong."""
     # Keras' TPU Splash kernel reads the first sequence's padding mask for the whole batch.
-    if jax is not None and jax.devices()[0].platform == "tpu":
+    if jax_platform() == "tpu":
         return False
     return keras.config.is_flash_attention_enabled()

@@ -31,6 +31,11 @@ if tf is not None:  # TensorFlow backend only
         control_flow_util = None
 
 
+def jax_platform() -> str | None:
+    """Where JAX runs ("cpu", "gpu", "tpu"), or None when Keras does not run on JAX."""
+    return jax.devices()[0].platform if jax is not None else None
+
+
 def is_traced(value) -> bool:
     """True when `value` has no concrete contents to read (symbolic, traced or compiled)."""
     if keras.backend.is_keras_tensor(value):

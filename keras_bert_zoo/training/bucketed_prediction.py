@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
+from keras_bert_zoo.layers.backend import jax_platform
 from keras_bert_zoo.training.batching import bucket_ids, bucket_lengths, real_lengths, trim_length
 from keras_bert_zoo.training.processes import local_forward, process_count
 
@@ -46,7 +47,7 @@ def prediction_buckets(model, sequence_length: int) -> list[int]:
     """
     if predicts_any_shape(model):
         return list(range(8, sequence_length, 8)) + [sequence_length]
-    if keras.backend.backend() == "jax" and _jax_platform() == "cpu":
+    if jax_platform() == "cpu":
         return cpu_bucket_lengths(sequence_length)
     return bucket_lengths(sequence_length)
 
@@ -69,12 +70,6 @@ def cpu_bucket_lengths(sequence_length: int) -> list[int]:
     lengths = [n for n in bucket_lengths(sequence_length) if n < min(step, sequence_length)]
     lengths += list(range(step, sequence_length - step // 2 + 1, step))
     return lengths + [sequence_length]
-
-
-def _jax_platform() -> str:
-    import jax  # the running backend
-
-    return jax.devices()[0].platform
 
 
 def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
