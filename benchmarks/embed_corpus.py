@@ -72,9 +72,9 @@ def corpus(path: Path, paragraphs: int = 688, questions: int = 1200) -> int:
     return len(texts)
 
 
-def timed(command, env) -> float:
+def timed(command, env, cwd) -> float:
     start = time.perf_counter()
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
@@ -101,8 +101,10 @@ def main():
     recipe += [str(work / "recipe.npy"), "256", "32"]
     times = {"kbz": [], "recipe": []}
     for repeat in range(args.repeats):
-        times["kbz"].append(timed(kbz_command, env))
-        times["recipe"].append(timed(recipe, env))
+        # run in the scratch folder: `python -m` looks in its working folder first, which
+        # would shadow a tree on PYTHONPATH (an A/B of two checkouts) with this one
+        times["kbz"].append(timed(kbz_command, env, work))
+        times["recipe"].append(timed(recipe, env, work))
         print(f"round {repeat}: kbz {times['kbz'][-1]:.1f} s, recipe {times['recipe'][-1]:.1f} s")
     ours, theirs = np.load(work / "kbz.npy"), np.load(work / "recipe.npy")
     difference = float(np.abs(ours - theirs).max())

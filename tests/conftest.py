@@ -259,6 +259,26 @@ def attention_inputs(queries=9, keys=9, seed=0):
     return query, key, value, mask
 
 
+def check_normalize_last(queries) -> None:
+    """`explicit_attention` divides by the softmax's sums before or after the product with
+    the values: the same context within float32 rounding, padding and dropout included."""
+    from keras_bert_zoo.layers.attention import explicit_attention
+    from keras_bert_zoo.layers.dropout import Dropout
+
+    query, key, value, mask = attention_inputs(queries)
+    for dropout, training in [(None, None), ("seeded", True)]:
+        contexts = []
+        for normalize_last in (False, True):
+            drop = Dropout(0.3, seed=7) if dropout else None  # the same mask for both
+            context = explicit_attention(
+                query, key, value, mask, drop, training, normalize_last=normalize_last
+            )
+            contexts.append(keras.ops.convert_to_numpy(context))
+        before, after = contexts
+        assert after.shape == (3, queries, 2, 8) and np.isfinite(after).all()
+        np.testing.assert_allclose(after, before, atol=1e-5)
+
+
 def fused_and_explicit(task="encoder", **architecture):
     """Two `TINY` models with the same weights, fused attention on and off; a classifier
     runs its last block at `[CLS]` only."""

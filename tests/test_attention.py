@@ -15,6 +15,7 @@ from conftest import (
     attention_inputs,
     check_fused_prediction,
     check_fused_training_step,
+    check_normalize_last,
     fused_and_explicit,
     random_inputs,
 )
@@ -31,6 +32,11 @@ def test_fused_equals_explicit_attention(queries):
     assert fused.shape == (3, queries, 2, 8)
     np.testing.assert_allclose(fused, explicit, atol=1e-5)
     assert np.isfinite(fused).all()  # the all-padding row too
+
+
+@pytest.mark.parametrize("queries", [9, 1])
+def test_normalizing_after_the_values_equals_the_softmax_first(queries):
+    check_normalize_last(queries)
 
 
 def test_fused_attention_ignores_padded_keys():

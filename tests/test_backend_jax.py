@@ -6,6 +6,7 @@ process stays short; the real MiniLM checkpoint checks parity with Hugging Face 
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from conftest import (
     attention_inputs,
     check_fused_prediction,
     check_fused_training_step,
+    check_normalize_last,
     random_inputs,
     record_predict_shapes,
 )
@@ -265,6 +267,28 @@ def test_fused_equals_explicit_attention(queries):
     fused = numpy(fused_attention(query, key, value, mask))
     np.testing.assert_allclose(fused, explicit, atol=1e-5)
     assert np.isfinite(fused).all()  # the all-padding row too
+
+
+@pytest.mark.parametrize("queries", [9, 1])
+def test_normalizing_after_the_values_equals_the_softmax_first(queries):
+    check_normalize_last(queries)
+
+
+def test_by_default_jax_on_a_cpu_normalizes_after_the_values_unless_dropping():
+    """On a CPU the explicit path divides the `[.., queries, head_dim]` context by the
+    softmax's sums, not the `[.., queries, keys]` probabilities (1.7x faster there), except
+    where probabilities are dropped (no faster). Read from the traced program's divisions."""
+    query, key, value, mask = attention_inputs(queries=9, keys=9)  # head_dim 8
+
+    def divided_widths(**kwargs):
+        program = jax.make_jaxpr(lambda q, k, v: explicit_attention(q, k, v, mask, **kwargs))
+        return set(re.findall(r"f32\[3,2,9,(\d+)\] = div", str(program(query, key, value))))
+
+    assert divided_widths() == {"8"}
+    assert divided_widths(normalize_last=False) == {"9"}
+    dropout = kbz.layers.Dropout(0.1, seed=1)
+    assert divided_widths(dropout=dropout, training=True) == {"9"}
+    assert divided_widths(dropout=dropout, training=False) == {"8"}
 
 
 def test_by_default_jax_on_a_cpu_predicts_with_the_explicit_softmax(fused_calls):

@@ -18,6 +18,7 @@ from conftest import (
     attention_inputs,
     check_fused_prediction,
     check_fused_training_step,
+    check_normalize_last,
     random_inputs,
     record_predict_shapes,
     save_tiny_preset,
@@ -190,6 +191,11 @@ def test_fused_equals_explicit_attention(queries):
     fused = numpy(fused_attention(query, key, value, mask))
     np.testing.assert_allclose(fused, explicit, atol=1e-5)
     assert np.isfinite(fused).all()  # the all-padding row too
+
+
+@pytest.mark.parametrize("queries", [9, 1])
+def test_normalizing_after_the_values_equals_the_softmax_first(queries):
+    check_normalize_last(queries)
 
 
 @pytest.mark.parametrize("task", ["encoder", "classifier"])
