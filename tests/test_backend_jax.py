@@ -276,7 +276,7 @@ def test_normalizing_after_the_values_equals_the_softmax_first(queries):
 
 def test_by_default_jax_on_a_cpu_normalizes_after_the_values_unless_dropping():
     """On a CPU the explicit path divides the `[.., queries, head_dim]` context by the
-    softmax's sums, not the `[.., queries, keys]` probabilities (1.7x faster there), except
+    softmax's sums, not the `[.., queries, keys]` probabilities (1.4-1.8x faster there), except
     where probabilities are dropped (no faster). Read from the traced program's divisions."""
     query, key, value, mask = attention_inputs(queries=9, keys=9)  # head_dim 8
 

@@ -43,9 +43,9 @@ def explicit_attention(
             (`[.., queries, head_dim]`) instead of before it (`[.., queries, keys]`); the
             same result up to float32 rounding. None (the default) does so where it is the
             faster form: under JAX on a CPU in a pass that drops no probability, where XLA
-            ran MiniLM's attention at [32, 256] 1.7x faster so (benchmarks/RESULTS.md,
-            "Fused attention"); TensorFlow's graph and PyTorch run their own softmax kernel
-            faster than its parts.
+            ran the op 1.4x faster so at bert_small's [32, 128] and 1.8x at MiniLM's
+            [32, 256] (benchmarks/RESULTS.md, "Fused attention"); TensorFlow's graph and
+            PyTorch run their own softmax kernel faster than its parts.
 
     Returns `[batch, queries, heads, head_dim]` in the query's dtype.
 
