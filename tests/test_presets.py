@@ -146,6 +146,63 @@ def test_from_preset_of_a_fine_tuned_preset_gives_its_task_model(saved_tiny, tmp
     assert kbz.from_preset(str(directory)).task == "encoder"  # an encoder preset: as before
 
 
+def drawn_shapes(monkeypatch) -> list:
+    """The shape of every draw BERT's initializer (a `TruncatedNormal`) makes from now on."""
+    shapes, draw = [], keras.initializers.TruncatedNormal.__call__
+
+    def recording(self, shape, dtype=None):
+        shapes.append(tuple(shape))
+        return draw(self, shape, dtype)
+
+    monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", recording)
+    return shapes
+
+
+def test_loading_a_preset_draws_no_random_weights_the_file_replaces(saved_tiny, monkeypatch):
+    """Under JAX each new shape's draw compiles a program (2.4-2.9 s of a MiniLM load): the
+    encoder of a preset with weights starts from zeros, then takes the file's values."""
+    encoder, directory = saved_tiny
+    shapes = drawn_shapes(monkeypatch)
+    restored = kbz.from_preset(str(directory), task="classifier", num_classes=2)
+    assert shapes == []  # the classifier's new head draws from its own `RandomNormal`
+    kept = {v.path: v for v in restored.weights}
+    for variable in encoder.weights:  # the graph's variables hold the file's values
+        if variable.path in kept:
+            np.testing.assert_array_equal(kept[variable.path].numpy(), variable.numpy())
+    fresh = kbz.from_preset(str(directory), load_weights=False)
+    assert len(shapes) == sum(len(v.shape) == 2 for v in fresh.weights)  # each matrix drawn
+
+
+def test_load_model_draws_no_random_weights(saved_tiny, tmp_path, monkeypatch):
+    encoder, _ = saved_tiny
+    classifier = kbz.build_classifier(encoder, num_classes=2)
+    classifier.save(tmp_path / "classifier.keras")
+    shapes = drawn_shapes(monkeypatch)
+    restored = kbz.load_model(tmp_path / "classifier.keras")
+    assert shapes == []
+    inputs = random_inputs()
+    np.testing.assert_array_equal(restored(inputs), classifier(inputs))
+
+
+@pytest.mark.parametrize("task", ["encoder", "classifier"])
+def test_a_pooler_the_preset_lacks_is_drawn_not_left_at_zero(saved_tiny, tmp_path, task):
+    """A tagger's preset holds no pooler: an encoder or classifier from it draws one (BERT's
+    truncated normal) instead of keeping the zeros it was built with."""
+    encoder, _ = saved_tiny
+    vocabulary = ["[PAD]"] + [f"tok{i}" for i in range(1, 1000)]
+    tagger = kbz.build_tagger(encoder, num_tags=3)
+    directory = kbz.save_preset(tagger, tmp_path / "tagger", vocabulary=vocabulary, lowercase=True)
+    kwargs = {"num_classes": 2} if task == "classifier" else {}
+    model = kbz.from_preset(str(directory), task=task, **kwargs)
+    pooler = model.get_layer("pooled_dense")
+    kernel, bias = pooler.kernel.numpy(), pooler.bias.numpy()
+    assert 0.015 < kernel.std() < 0.02 and np.abs(kernel).max() <= 0.04  # truncated at 2 sd
+    assert not bias.any()
+    inputs = random_inputs()
+    pooled = kbz.from_preset(str(directory), task="encoder")(inputs)["pooled_output"]
+    assert np.abs(keras.ops.convert_to_numpy(pooled)).max() > 0.01  # not tanh(0)
+
+
 def test_save_preset_refuses_to_overwrite(saved_tiny, tmp_path):
     encoder, directory = saved_tiny
     with pytest.raises(ValueError, match="already holds a preset.*pass overwrite=True"):

@@ -6,7 +6,10 @@ its task model by default, as keras-hub's task `from_preset` does; `task="encode
 encoder alone.
 """
 
+import contextlib
+
 from keras_bert_zoo.encoder import build_encoder
+from keras_bert_zoo.layers.common import weights_follow
 from keras_bert_zoo.presets.downloads import fetch_preset_weights
 from keras_bert_zoo.presets.registry import cache_dir, load_preset_config
 from keras_bert_zoo.saving.preset import PresetConfig, read_preset_weights
@@ -63,6 +66,22 @@ def _load_weights(model, encoder, config: PresetConfig, same_task: bool) -> None
         encoder_paths - model_paths
     )
     assign_weights(model.weights, tensors, config.weights_path, new_ok=new_ok, unused_ok=unused_ok)
+    # The encoder was built under `weights_follow` (zeros, no random draw): what the model
+    # holds and the file lacks (the pooler of a tagger's preset) is drawn now. What the task's
+    # graph leaves out (a tagger's pooler) is not part of the model.
+    for variable in encoder.weights:
+        if variable.path in model_paths and variable.path not in tensors:
+            _draw_again(encoder, variable)
+
+
+def _draw_again(encoder, variable) -> None:
+    """Assigns `variable` a fresh initial value from its layer's `<name>_initializer`."""
+    layer_name, _, name = variable.path.rpartition("/")
+    layer = encoder.get_layer(layer_name) if "/" not in layer_name else None
+    draw = getattr(layer, f"{name}_initializer", None)
+    if draw is None:  # every other encoder variable is in a preset's weights file
+        raise RuntimeError(f"No initializer found for {variable.path}: cannot draw it again.")
+    variable.assign(draw(variable.shape, variable.dtype))
 
 
 def preset_with_weights(name_or_dir) -> PresetConfig:
@@ -108,7 +127,9 @@ def from_preset(
     if load_weights:
         config = preset_with_weights(name_or_dir)
     task = default_task(config) if task is None else task
-    encoder = build_encoder(**config.architecture, dtype=dtype)
+    # With weights to load, the encoder's random draws would be overwritten: skip them.
+    with weights_follow() if load_weights else contextlib.nullcontext():
+        encoder = build_encoder(**config.architecture, dtype=dtype)
     _check_sizes(config, encoder)
     same_task = task == config.task
     if same_task:

@@ -10,6 +10,7 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo.encoder import architecture_of, find_encoder
+from keras_bert_zoo.layers.common import weights_follow
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.saving.preset import check_new_directory, write_preset_directory
 from keras_bert_zoo.tasks import TASKS  # noqa: F401  (registers every model-API layer)
@@ -91,4 +92,5 @@ def load_model(path, compile: bool = True) -> keras.Model:
     path = Path(path)
     if path.suffix != ".keras" or not path.is_file():
         raise ValueError(f"`path` must be an existing .keras file. Received: path={path}")
-    return keras.models.load_model(path, compile=compile, safe_mode=True)
+    with weights_follow():  # the file holds every variable (Keras raises if one is missing)
+        return keras.models.load_model(path, compile=compile, safe_mode=True)
