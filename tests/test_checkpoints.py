@@ -398,6 +398,9 @@ def test_bert_model_gives_encoder_and_masked_lm_gives_new_nsp(hf_pretraining_dir
     assert kbz.presets.load_preset_config(str(preset)).task == "pretrainer"
     weights = load_file(str(preset / "model.weights.safetensors"))
     np.testing.assert_array_equal(weights["mlm_output_bias/bias"], tensors["cls.predictions.bias"])
+    # the encoder was built without random draws: the pooler the file lacks is drawn afterwards
+    pooler = weights["pooled_dense/kernel"]
+    assert 0.015 < pooler.std() < 0.02 and np.abs(pooler).max() <= 0.04
     bert_model = tmp_path / "bert_model"
     shutil.copytree(hf_pretraining_dir, bert_model)
     save_file(

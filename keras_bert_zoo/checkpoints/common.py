@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from keras_bert_zoo.encoder import build_encoder
+from keras_bert_zoo.layers.common import weights_follow
 from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
-from keras_bert_zoo.saving.weights import assign_weights
+from keras_bert_zoo.saving.weights import assign_weights, draw_again
 from keras_bert_zoo.tasks import build_task
 
 logger = logging.getLogger(__name__)
@@ -159,7 +160,8 @@ def build_converted_model(converted: Converted, heads: bool | None = None):
         dropped = [p for p in (*MLM_PATHS, *NSP_PATHS) if tensors.pop(p, None) is not None]
         if dropped:
             logger.info("%s: pretraining heads are not kept (encoder only).", converted.source_file)
-    encoder = build_encoder(**converted.architecture)
+    with weights_follow():  # every variable is assigned or drawn below
+        encoder = build_encoder(**converted.architecture)
     if converted.task:  # a fine-tuned head; tagger and QA graphs hold no pooler
         model = build_task(converted.task, encoder, **converted.task_config)
         kept = {v.path for v in model.weights}
@@ -184,6 +186,7 @@ def build_converted_model(converted: Converted, heads: bool | None = None):
             ", ".join(sorted(new)),
         )
     assign_weights(model.weights, tensors, converted.source_file, new_ok=new)
+    draw_again(encoder, [v for v in encoder.weights if v.path in new])
     return model
 
 

@@ -39,8 +39,9 @@ def weights_follow():
     """Layers built inside start from zeros, not BERT's random draw (`BertTruncatedNormal`).
 
     For a model whose weights are assigned right after it is built: every variable built
-    inside must then be assigned, or drawn again with its layer's initializer (as
-    `presets.from_preset` does for the few a checkpoint may lack).
+    inside must then be assigned, or drawn again with its layer's initializer
+    (`saving.weights.draw_again`, which `from_preset` and the checkpoint converters call for
+    the few a file may lack, such as the pooler).
     """
     token = _WEIGHTS_FOLLOW.set(True)
     try:

@@ -14,7 +14,7 @@ from keras_bert_zoo.presets.downloads import fetch_preset_weights
 from keras_bert_zoo.presets.registry import cache_dir, load_preset_config
 from keras_bert_zoo.saving.preset import PresetConfig, read_preset_weights
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
-from keras_bert_zoo.saving.weights import assign_weights
+from keras_bert_zoo.saving.weights import assign_weights, draw_again
 from keras_bert_zoo.task_specs import SPECS
 from keras_bert_zoo.tasks import build_task, check_task
 
@@ -69,19 +69,8 @@ def _load_weights(model, encoder, config: PresetConfig, same_task: bool) -> None
     # The encoder was built under `weights_follow` (zeros, no random draw): what the model
     # holds and the file lacks (the pooler of a tagger's preset) is drawn now. What the task's
     # graph leaves out (a tagger's pooler) is not part of the model.
-    for variable in encoder.weights:
-        if variable.path in model_paths and variable.path not in tensors:
-            _draw_again(encoder, variable)
-
-
-def _draw_again(encoder, variable) -> None:
-    """Assigns `variable` a fresh initial value from its layer's `<name>_initializer`."""
-    layer_name, _, name = variable.path.rpartition("/")
-    layer = encoder.get_layer(layer_name) if "/" not in layer_name else None
-    draw = getattr(layer, f"{name}_initializer", None)
-    if draw is None:  # every other encoder variable is in a preset's weights file
-        raise RuntimeError(f"No initializer found for {variable.path}: cannot draw it again.")
-    variable.assign(draw(variable.shape, variable.dtype))
+    lacking = [v for v in encoder.weights if v.path in model_paths and v.path not in tensors]
+    draw_again(encoder, lacking)
 
 
 def preset_with_weights(name_or_dir) -> PresetConfig:

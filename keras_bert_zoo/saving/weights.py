@@ -90,3 +90,19 @@ def assign_weights(variables, tensors: dict, source, new_ok=(), unused_ok=()) ->
 def load_weights(variables, path, new_ok=(), unused_ok=()) -> None:
     """`read_weights` then `assign_weights`."""
     assign_weights(variables, read_weights(path), Path(path).name, new_ok, unused_ok)
+
+
+def draw_again(model, variables) -> None:
+    """Gives each of `variables` a fresh value from its layer's `<name>_initializer`.
+
+    For the variables a weights file lacks (the pooler of a tagger's checkpoint) in a model
+    built under `layers.common.weights_follow`, which started them at zeros. Each must belong
+    to one of `model`'s own layers (`model.get_layer`), as the encoder's pooler does.
+    """
+    for variable in variables:
+        layer_name, _, name = variable.path.rpartition("/")
+        layer = model.get_layer(layer_name) if "/" not in layer_name else None
+        draw = getattr(layer, f"{name}_initializer", None)
+        if draw is None:
+            raise RuntimeError(f"No initializer found for {variable.path}: cannot draw it again.")
+        variable.assign(draw(variable.shape, variable.dtype))
