@@ -54,12 +54,13 @@ def test_xla_steps_reuse_the_memory_the_last_step_freed():
     released = step_faults(KBZ_KEEP_FREED_MEMORY="0")
     # glibc's defaults: every step maps its temporary afresh and faults all of its pages in.
     assert min(released) > TEMPORARY_PAGES, released
-    # Kept: the heap grows at a few of the first steps while the allocations find their
-    # places (six runs of 120 steps: 2-7 steps grew it, the last at step 47), then every step
-    # reuses it. What it grew by is what the process keeps: a bounded fraction of the pages
-    # the default faults in.
-    late_growth = [faults for faults in kept[70:] if faults > 100]
-    assert len(late_growth) <= 1, kept
+    # Kept: most steps reuse the heap; at a few it grows by about one temporary (the freed
+    # block no longer fits where it was). Those steps come at random, not only first: 30 runs
+    # of 100 steps grew it at 1-7 steps, in 1 run at steps 81-85 (the last at step 47 in an
+    # earlier six runs). What it grew by is what the process keeps: a bounded fraction of the
+    # pages the default faults in.
+    grew = [step for step, faults in enumerate(kept) if faults > 100]
+    assert len(grew) <= 15, (grew, kept)
     assert sum(kept) < sum(released) / 4, (sum(kept), sum(released))
 
 
