@@ -15,15 +15,22 @@ anyway. So it also limits glibc to that one heap, which only works before a thre
 allocates: `import keras_bert_zoo` calls it, which is early enough when the package is
 imported before a model is built (the command line always is).
 
-The price: the process keeps its peak memory until it ends, and at a few steps, at random, a
-freed block no longer fits where it was and the heap grows by one more (bert_small's train step
-above: peak resident memory 4.9 instead of 2.7 GB; a 144 MB temporary's heap grew at 1-7 of 100
-steps in tests/test_backend_jax_host_memory.py). `KBZ_KEEP_FREED_MEMORY=0` leaves glibc's defaults.
+On JAX it also runs CPU computations in the calling thread (`jax_cpu_enable_async_dispatch`
+off, set when JAX is imported). With JAX's asynchronous dispatch, where a computation runs on
+another thread while Python goes on, the heap grew by one more block at random steps, late ones
+too (bert_small's train step through `fit`: resident memory 4.9 GB, against 2.6 GB inline at the
+same speed and 2.8 GB at its peak under glibc's defaults); inline it grows in the first few
+steps only (tests/test_backend_jax_host_memory.py).
+
+The price: the process keeps its peak memory until it ends. `KBZ_KEEP_FREED_MEMORY=0` leaves
+glibc's defaults and JAX's dispatch.
 It applies on JAX and PyTorch, whose CPU allocators use glibc's; on TensorFlow it does nothing.
 Elsewhere than Linux with glibc it does nothing either.
 """
 
 import ctypes
+import importlib.abc
+import importlib.util
 import json
 import os
 import sys
@@ -45,7 +52,8 @@ def keep_freed_memory(backend: str | None = None) -> bool:
         return True
     if os.environ.get("KBZ_KEEP_FREED_MEMORY", "1") == "0":
         return False
-    if (backend or keras_backend()) not in _BACKENDS or not sys.platform.startswith("linux"):
+    backend = backend or keras_backend()
+    if backend not in _BACKENDS or not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(None)
     if not hasattr(libc, "gnu_get_libc_version"):  # musl and others: other allocators
@@ -55,7 +63,43 @@ def keep_freed_memory(backend: str | None = None) -> bool:
         and libc.mallopt(_M_TRIM_THRESHOLD, -1)  # -1: never trim (mallopt(3))
         and libc.mallopt(_M_MMAP_MAX, 0)  # 0: never mmap a block
     )
+    if _applied and backend == "jax":
+        _when_imported("jax", _run_jax_inline)
     return _applied
+
+
+def _run_jax_inline(jax) -> None:
+    """JAX's CPU client runs each computation in the calling thread (read when the client
+    starts, so too late once a computation ran: then this changes nothing)."""
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+
+
+def _when_imported(name: str, action) -> None:
+    """`action(module)` once the top-level module `name` is imported: now if it is, else
+    right after its import (a one-time finder first in `sys.meta_path`), so that importing
+    this package imports nothing more."""
+    if name in sys.modules:
+        action(sys.modules[name])
+        return
+
+    class AfterImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(fullname)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_module = spec.loader.exec_module
+
+            def exec_then_act(module):
+                exec_module(module)
+                action(module)
+
+            spec.loader.exec_module = exec_then_act
+            return spec
+
+    sys.meta_path.insert(0, AfterImport())
 
 
 def keras_backend() -> str:
