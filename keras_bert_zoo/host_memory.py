@@ -90,13 +90,14 @@ def _when_imported(name: str, action) -> None:
             spec = importlib.util.find_spec(fullname)
             if spec is None or spec.loader is None:
                 return spec
-            exec_module = spec.loader.exec_module
+            loader, exec_module = spec.loader, spec.loader.exec_module
 
             def exec_then_act(module):
+                del loader.exec_module  # the loader's own again (a loader may be shared)
                 exec_module(module)
                 action(module)
 
-            spec.loader.exec_module = exec_then_act
+            loader.exec_module = exec_then_act  # the same loader: its resources stay its own
             return spec
 
     sys.meta_path.insert(0, AfterImport())

@@ -66,11 +66,12 @@ def test_xla_steps_reuse_the_memory_the_last_step_freed():
 
 
 def seen(tmp_path, **env) -> tuple:
-    """`(backend, settings applied, Keras imported)` in a fresh process that imports the
-    package, with `env` over a home and Keras home of its own (`tmp_path`)."""
+    """`(backend, settings applied, Keras or JAX imported)` in a fresh process that imports
+    the package, with `env` over a home and Keras home of its own (`tmp_path`)."""
     code = (
         "import json, sys; from keras_bert_zoo import host_memory as h; "
-        "print(json.dumps([h.keras_backend(), h._applied, 'keras' in sys.modules]))"
+        "print(json.dumps([h.keras_backend(), h._applied, 'keras' in sys.modules "
+        "or 'jax' in sys.modules]))"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KERAS_", "KBZ_"))}
     env = {**base, "HOME": str(tmp_path), **env}
