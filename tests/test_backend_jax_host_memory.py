@@ -73,12 +73,18 @@ def seen(tmp_path, **env) -> tuple:
         "print(json.dumps([h.keras_backend(), h._applied, 'keras' in sys.modules "
         "or 'jax' in sys.modules]))"
     )
+    return tuple(json.loads(printed(tmp_path, code, **env)))
+
+
+def printed(tmp_path, code: str, **env) -> str:
+    """The last line `code` prints in a fresh process whose environment has no `KERAS_` or
+    `KBZ_` settings but `env`'s, and a home of its own (`tmp_path`)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KERAS_", "KBZ_"))}
     env = {**base, "HOME": str(tmp_path), **env}
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    return tuple(json.loads(result.stdout))
+    return result.stdout.splitlines()[-1]
 
 
 def test_the_backend_is_read_as_keras_reads_it_without_importing_keras(tmp_path):
@@ -103,15 +109,7 @@ def test_keep_freed_memory_0_leaves_glibc_defaults(tmp_path):
 def async_dispatch(tmp_path, imports: str, **env) -> bool:
     """JAX's `jax_cpu_enable_async_dispatch` in a fresh process after `imports`."""
     code = f"{imports}; import jax; print(jax.config.values['jax_cpu_enable_async_dispatch'])"
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("KERAS_", "KBZ_"))}
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**base, "HOME": str(tmp_path), **env},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout.split()[-1] == "True"
+    return printed(tmp_path, code, **env) == "True"
 
 
 def test_jax_runs_cpu_computations_inline_where_freed_memory_is_kept(tmp_path):
