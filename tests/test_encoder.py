@@ -99,6 +99,29 @@ def test_predict_graph_mode_equals_eager(encoder):
     )
 
 
+@pytest.mark.parametrize("policy, tolerance", [("float32", 1e-5), ("mixed_bfloat16", 2e-2)])
+def test_layer_norm_equals_keras_layer_normalization(policy, tolerance):
+    """`kbz.layers.LayerNorm` runs `(x - mean) * inv + beta` on TensorFlow without XLA where
+    Keras runs `x * inv + (beta - mean * inv)`: with the same weights, the same outputs
+    eagerly, in a graph and under XLA (which takes Keras' own call)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(2.0, 3.0, size=(4, 7, 16)).astype("float32")
+    ours = kbz.layers.LayerNorm(epsilon=1e-12, dtype=policy)
+    keras_own = keras.layers.LayerNormalization(epsilon=1e-12, dtype=policy)
+    weights = [rng.normal(size=16).astype("float32") for _ in range(2)]  # gamma, beta
+    for layer in (ours, keras_own):
+        layer.build(x.shape)
+        layer.set_weights(weights)
+    expected = np.asarray(keras_own(x), np.float32)
+    for run in (ours, tf.function(ours), tf.function(ours, jit_compile=True)):
+        out = run(x)
+        assert out.dtype == ours.compute_dtype
+        np.testing.assert_allclose(
+            np.asarray(out, np.float32), expected, rtol=tolerance, atol=tolerance
+        )
+    assert type(ours.from_config(ours.get_config())) is kbz.layers.LayerNorm
+
+
 def test_mixed_bfloat16_runs_and_stays_finite(tiny_architecture):
     encoder = kbz.build_encoder(**tiny_architecture, dtype="mixed_bfloat16")
     out = encoder(random_inputs())

@@ -1,5 +1,6 @@
 """Keras layers of the BERT encoder and its heads (all `keras.ops`, all serializable)."""
 
+from keras_bert_zoo.layers.common import LayerNorm
 from keras_bert_zoo.layers.dropout import Dropout
 from keras_bert_zoo.layers.embeddings import PositionEmbedding
 from keras_bert_zoo.layers.encoder_block import FirstToken, TransformerEncoderBlock
@@ -12,6 +13,7 @@ __all__ = [
     "FirstToken",
     "InBatchSimilarity",
     "InputChecks",
+    "LayerNorm",
     "MaskedLMHead",
     "OutputBias",
     "PositionEmbedding",

@@ -53,9 +53,25 @@ def explicit_attention(
     """
     # Heads first, then plain batched matmuls: XLA:CPU under JAX ran the einsums' batched dots
     # (their transposes inside) at half this speed; TensorFlow runs both forms alike.
-    query = ops.transpose(query, (0, 2, 1, 3))  # [batch, heads, queries, head_dim]
-    key = ops.transpose(key, (0, 2, 3, 1))  # [batch, heads, head_dim, keys]
-    value = ops.transpose(value, (0, 2, 1, 3))  # [batch, heads, keys, head_dim]
+    heads_first = [ops.transpose(x, (0, 2, 1, 3)) for x in (query, key, value)]
+    context = heads_first_attention(*heads_first, padding_mask, dropout, training, normalize_last)
+    return ops.transpose(context, (0, 2, 1, 3))
+
+
+def heads_first_attention(
+    query, key, value, padding_mask, dropout=None, training=None, normalize_last=None
+):
+    """`explicit_attention` with the query, key, value and result heads first:
+    `[batch, heads, length, head_dim]`, the layout its batched matmuls read.
+
+    The encoder block transposes its fused QKV projection to this layout once: TensorFlow's
+    graph then takes each of the three as a view (a slice of the first axis) and folds the
+    key's transpose into the matmul, where three slices and four transposes ran before
+    (benchmarks/RESULTS.md, "kbz embed vs sentence-transformers recipe").
+
+    >>> context = kbz.layers.attention.heads_first_attention(q, k, v, mask)
+    """
+    key = ops.transpose(key, (0, 1, 3, 2))  # [batch, heads, head_dim, keys]
     scores = ops.cast(ops.matmul(query, key), "float32") * (1.0 / math.sqrt(ops.shape(key)[2]))
     scores = scores + attention_bias(padding_mask)
     if normalize_last is None:
@@ -73,7 +89,7 @@ def explicit_attention(
     context = ops.matmul(weights, value)
     if normalize_last:
         context = ops.cast(ops.cast(context, "float32") / sums, query.dtype)
-    return ops.transpose(context, (0, 2, 1, 3))
+    return context
 
 
 def fused_attention(query, key, value, padding_mask):

@@ -63,3 +63,10 @@ def in_xla_trace() -> bool:
         return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
     except AttributeError:  # the helper was renamed
         return False
+
+
+def tensorflow_without_xla() -> bool:
+    """True on TensorFlow outside an XLA trace, where every op runs as a kernel of its own
+    (a plain graph, as `kbz embed`, `kbz predict` and SavedModels run, or eagerly), so the
+    number of full-size ops and copies is what a layer's form decides."""
+    return tf is not None and not in_xla_trace()

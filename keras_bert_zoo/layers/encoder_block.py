@@ -10,7 +10,13 @@ and the fused op is the faster one there (`layers.attention.fused_is_faster`).
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_is_faster
+from keras_bert_zoo.layers.attention import (
+    explicit_attention,
+    fused_attention,
+    fused_is_faster,
+    heads_first_attention,
+)
+from keras_bert_zoo.layers.backend import tensorflow_without_xla
 from keras_bert_zoo.layers.common import check_positive_int, check_rate, dense, layer_norm
 from keras_bert_zoo.layers.dropout import Dropout
 
@@ -124,17 +130,23 @@ class TransformerEncoderBlock(keras.layers.Layer):
         """Attention of `tokens` (`[batch * length, hidden]`); `[batch * queries, hidden]`."""
         qkv = self.attention_qkv(tokens)
         qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_dim))
-        query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        if first_token_only:
-            # the fused kernel still projects every query (slicing it would bypass LoRA and
-            # int8 Dense); what goes is the scores, output and feed-forward of the others
-            query = query[:, :1]
         fused = fused_is_faster() if self.fused_attention is None else self.fused_attention
         if fused and not (training and self.attention_dropout_rate > 0):
-            context = fused_attention(query, key, value, padding_mask)
+            context = fused_attention(*_split(qkv, first_token_only), padding_mask)
+        elif tensorflow_without_xla():
+            # heads first in one transpose; the three are then slices of its first axis,
+            # which TensorFlow hands over as views, and the key's transpose folds into the
+            # matmul (XLA fuses the slices and transposes below itself, and ran this form
+            # 3-4% slower under JAX)
+            qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, batch, heads, length, head_dim]
+            query = qkv[0, :, :, :1] if first_token_only else qkv[0]
+            context = heads_first_attention(
+                query, qkv[1], qkv[2], padding_mask, self.attention_dropout, training
+            )
+            context = ops.transpose(context, (0, 2, 1, 3))
         else:
             context = explicit_attention(
-                query, key, value, padding_mask, self.attention_dropout, training
+                *_split(qkv, first_token_only), padding_mask, self.attention_dropout, training
             )
         return ops.reshape(context, (-1, self.hidden_dim))
 
@@ -170,3 +182,14 @@ class TransformerEncoderBlock(keras.layers.Layer):
             attention_dropout=self.attention_dropout_rate,
         )
         return config
+
+
+def _split(qkv, first_token_only: bool):
+    """Query, key and value (`[batch, length, heads, head_dim]`) of the fused projection's
+    `[batch, length, 3, heads, head_dim]`; the query at the first position only if asked.
+
+    `first_token_only` still projects every query (slicing the projection would bypass LoRA
+    and int8 Dense); what goes is the scores, output and feed-forward of the others.
+    """
+    query = qkv[:, :1, 0] if first_token_only else qkv[:, :, 0]
+    return query, qkv[:, :, 1], qkv[:, :, 2]
