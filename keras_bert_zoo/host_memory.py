@@ -79,7 +79,8 @@ def _when_imported(name: str, action) -> None:
     right after its import (a one-time finder first in `sys.meta_path`), so that importing
     this package imports nothing more."""
     if name in sys.modules:
-        action(sys.modules[name])
+        if sys.modules[name] is not None:  # None: its import is blocked, it never comes
+            action(sys.modules[name])
         return
 
     class AfterImport(importlib.abc.MetaPathFinder):

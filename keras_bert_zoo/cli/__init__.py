@@ -1,8 +1,9 @@
 """The `kbz` command line: one module per command in `commands` (its flags, its run and every
 line it prints), the shared flags beside them (`config_flags`, `task_flags`, `compile_flags`).
 
-The parser imports nothing heavy; unless `--verbose` is given, TensorFlow's C++ log lines
-are filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
+The parser imports nothing heavy; a command runs on an installed Keras backend
+(`extras.choose_backend`); unless `--verbose` is given, TensorFlow's C++ log lines are
+filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
 command's flags (`messages`), exit status 2 for bad input, 1 for other system errors.
 """
 
@@ -18,7 +19,7 @@ from keras_bert_zoo.cli.commands.create_pretraining_data import (
     add_create_pretraining_data_arguments,
 )
 from keras_bert_zoo.cli.parser import build_parser
-from keras_bert_zoo.extras import MissingExtraError
+from keras_bert_zoo.extras import MissingExtraError, choose_backend
 
 __all__ = ["add_create_pretraining_data_arguments", "build_parser", "end_process", "main", "run"]
 
@@ -34,6 +35,9 @@ def main(argv=None) -> int:
     flags = messages.command_flags(parser, args.command, getattr(args, "task", None))
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
+            note = choose_backend()  # before Keras is imported
+            if note:
+                console.status.info(note)
             common.use_compile_cache(args)
             return args.run(args)
         except (ValueError, MissingExtraError, *messages.PATH_ERRORS) as error:
