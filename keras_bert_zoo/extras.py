@@ -121,19 +121,45 @@ def backend_to_run(backend: str, source: str, installed) -> tuple[str, str | Non
     return available[0], note
 
 
+def process_backend(environ=os.environ) -> str:
+    """The Keras backend of this process, without importing Keras: Keras' own answer once it
+    is loaded, else the one `kbz` runs on (`choose_backend`): the configured backend where its
+    library is installed, else the first installed of `BACKENDS`. (Python code that imports
+    Keras with a configured backend missing stops there, in Keras' import.)
+
+    >>> process_backend({"KERAS_BACKEND": "jax"})
+    'jax'
+    """
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "backend"):
+        return keras.backend.backend()
+    backend, source = configured_backend(environ)
+    try:
+        return backend_to_run(backend, source, _installed(backend))[0]
+    except MissingExtraError:  # Keras' import will stop: nothing runs on any backend
+        return backend
+
+
 def choose_backend(environ=os.environ) -> str | None:
     """For the `kbz` command line, before Keras is imported: keeps Keras' configured backend
     where its library is installed, else sets `KERAS_BACKEND` in `environ` to the first
     installed of TensorFlow, JAX and PyTorch and returns a line saying so. Without it `kbz`
     in a `pip install "keras-bert-zoo[jax]"` environment would stop in `import keras` with
     `No module named 'tensorflow'` (Keras' default). A Python caller that imported Keras
-    already has its backend: nothing changes.
+    already has its backend: nothing changes. `import keras_bert_zoo` sets the process up
+    for the same backend (`host_memory`, through `process_backend`).
     """
     if "keras" in sys.modules:
         return None
     backend, source = configured_backend(environ)
-    installed = {name for name in {backend, *BACKENDS} if backend_installed(name)}
-    chosen, note = backend_to_run(backend, source, installed)
+    chosen, note = backend_to_run(backend, source, _installed(backend))
     if note:
         environ["KERAS_BACKEND"] = chosen
     return note
+
+
+def _installed(backend: str) -> set:
+    """`backend` if its library is installed, else those of `BACKENDS` that are."""
+    if backend_installed(backend):
+        return {backend}
+    return {name for name in BACKENDS if backend_installed(name)}

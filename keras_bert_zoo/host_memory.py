@@ -31,10 +31,10 @@ Elsewhere than Linux with glibc it does nothing either.
 import ctypes
 import importlib.abc
 import importlib.util
-import json
 import os
 import sys
-from pathlib import Path
+
+from keras_bert_zoo.extras import process_backend
 
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 _M_MMAP_MAX = -4
@@ -52,7 +52,7 @@ def keep_freed_memory(backend: str | None = None) -> bool:
         return True
     if os.environ.get("KBZ_KEEP_FREED_MEMORY", "1") == "0":
         return False
-    backend = backend or keras_backend()
+    backend = backend or process_backend()
     if backend not in _BACKENDS or not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(None)
@@ -102,18 +102,3 @@ def _when_imported(name: str, action) -> None:
             return spec
 
     sys.meta_path.insert(0, AfterImport())
-
-
-def keras_backend() -> str:
-    """The Keras backend of this process, without importing Keras: Keras' own answer if it is
-    loaded, else what it will read (`KERAS_BACKEND`, then `keras.json` in `KERAS_HOME`)."""
-    keras = sys.modules.get("keras")
-    if keras is not None and hasattr(keras, "backend"):
-        return keras.backend.backend()
-    if os.environ.get("KERAS_BACKEND"):
-        return os.environ["KERAS_BACKEND"]
-    try:
-        home = Path(os.environ.get("KERAS_HOME") or Path.home() / ".keras")
-        return json.loads((home / "keras.json").read_text()).get("backend", "tensorflow")
-    except (OSError, RuntimeError, ValueError, AttributeError):  # no home, file or JSON
-        return "tensorflow"
