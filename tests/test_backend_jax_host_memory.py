@@ -65,22 +65,13 @@ def test_xla_steps_reuse_the_memory_the_last_step_freed():
     assert sum(kept) < sum(released) / 4, (sum(kept), sum(released))
 
 
-def seen(tmp_path, **env) -> tuple:
+def seen(tmp_path, tensorflow=True, **env) -> tuple:
     """`(backend, settings applied, Keras or JAX imported)` in a fresh process that imports
-    the package, with `env` over a home and Keras home of its own (`tmp_path`)."""
-    code = (
+    the package, with `env` over a home and Keras home of its own (`tmp_path`); without
+    `tensorflow`, TensorFlow is not installed there (as in a `.[jax]` environment)."""
+    code = "" if tensorflow else "import sys; sys.modules['tensorflow'] = None; "
+    code += (
         "import json, sys; from keras_bert_zoo import host_memory as h; "
-        "print(json.dumps([h.process_backend(), h._applied, 'keras' in sys.modules "
-        "or 'jax' in sys.modules]))"
-    )
-    return tuple(json.loads(printed(tmp_path, code, **env)))
-
-
-def seen_without_tensorflow(tmp_path, **env) -> tuple:
-    """`seen` where TensorFlow is not installed (as in a `.[jax]` environment)."""
-    code = (
-        "import json, sys; sys.modules['tensorflow'] = None; "
-        "from keras_bert_zoo import host_memory as h; "
         "print(json.dumps([h.process_backend(), h._applied, 'keras' in sys.modules "
         "or 'jax' in sys.modules]))"
     )
@@ -116,8 +107,8 @@ def test_the_backend_is_read_as_keras_reads_it_without_importing_keras(tmp_path)
 def test_where_the_configured_backend_is_missing_the_one_kbz_runs_on_is_set_up(tmp_path):
     # Keras' default, TensorFlow, not installed: `kbz` runs on JAX (`extras.choose_backend`),
     # and importing the package set the process up for it, importing neither.
-    assert seen_without_tensorflow(tmp_path) == ("jax", True, False)
-    assert seen_without_tensorflow(tmp_path, KERAS_BACKEND="torch") == ("torch", True, False)
+    assert seen(tmp_path, tensorflow=False) == ("jax", True, False)
+    assert seen(tmp_path, tensorflow=False, KERAS_BACKEND="torch") == ("torch", True, False)
 
 
 def test_keep_freed_memory_0_leaves_glibc_defaults(tmp_path):
