@@ -40,7 +40,12 @@ _SUBPACKAGES = (
     "training",
 )
 _EXPORTS = {
+    "BertClassifier": "keras_bert_zoo.finetuning.classifier",
+    "BertEmbedder": "keras_bert_zoo.finetuning.embedding",
     "BertModel": "keras_bert_zoo.model",
+    "BertQuestionAnswerer": "keras_bert_zoo.finetuning.question_answerer",
+    "BertReranker": "keras_bert_zoo.finetuning.reranking",
+    "BertTagger": "keras_bert_zoo.finetuning.tagger",
     "BertPreprocessor": "keras_bert_zoo.tokenization",
     "BertTokenizer": "keras_bert_zoo.tokenization",
     "build_classifier": "keras_bert_zoo.tasks",

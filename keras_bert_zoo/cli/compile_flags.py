@@ -28,10 +28,9 @@ def add_compile_cache_argument(parser) -> None:
 
 
 def resolve_jit_compile(args) -> None:
-    """`--jit-compile`'s default for the running backend: on with TensorFlow and JAX (XLA), off
-    with PyTorch, where Keras' `jit_compile` is `torch.compile`: on CPU it compiles C++ for
-    minutes per batch shape (one per length bucket), which cost more than it saved."""
+    """`--jit-compile`'s default for the running backend (`layers.backend.default_jit_compile`:
+    the task models' default too)."""
     if getattr(args, "jit_compile", False) is None:
-        import keras  # the commands with this flag load Keras next anyway
+        from keras_bert_zoo.layers.backend import default_jit_compile  # loads Keras, as next
 
-        args.jit_compile = keras.backend.backend() != "torch"
+        args.jit_compile = default_jit_compile()

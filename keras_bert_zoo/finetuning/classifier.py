@@ -1,12 +1,17 @@
-"""The classifier's behaviour: GLUE-style TSV classification or regression (`CLASSIFIER`)."""
+"""The classifier: `BertClassifier` (the task model) and its behaviour, GLUE-style TSV
+classification or regression (`CLASSIFIER`)."""
 
 import dataclasses
 
+import keras
 import numpy as np
 
 from keras_bert_zoo import data, metrics
+from keras_bert_zoo.data.readers import sorted_labels
 from keras_bert_zoo.finetuning.common import FinetuningTask, batched
 from keras_bert_zoo.finetuning.prediction_files import warn_if_collapsed, write_classifications
+from keras_bert_zoo.finetuning.raw_data import classification_data, column
+from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.task_specs import CLASSIFIER
 from keras_bert_zoo.tasks import classifier_loss
@@ -102,3 +107,65 @@ class ClassificationTask(FinetuningTask):
     def write_predictions(self, dataset, predictions, path):
         names = None if self.regression else dataset.label_names
         return write_classifications(path, predictions, names)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertClassifier(TaskModel):
+    """Sentence (or sentence-pair) classifier, or regression with `num_classes=1`, on raw text.
+
+    `fit(x, y)`: `x` a list of texts or a pair `(texts, second_texts)`; `y` class ids, class
+    names (the model's `label_names`, or learnt from `y` when it has none), or floats for
+    regression. `predict(x)` gives `[n, classes]` logits; `classify(x)` the class names.
+
+    >>> clf = kbz.BertClassifier.from_preset("all_minilm_l6_v2", label_names=["neg", "pos"])
+    >>> clf.fit(x=texts, y=labels)
+    >>> clf.classify(["a moving, funny film"])
+    ['pos']
+    """
+
+    task_name = "classifier"
+    behaviour = ClassificationTask
+
+    @classmethod
+    def task_kwargs(cls, **kwargs):
+        names = kwargs.get("label_names")
+        if names is not None and kwargs.get("num_classes") is None:
+            kwargs["num_classes"] = len(names)
+        return kwargs
+
+    def __init__(self, encoder, preprocessor=None, name=None, **kwargs):
+        super().__init__(encoder, preprocessor, name, **self.task_kwargs(**kwargs))
+
+    @property
+    def regression(self) -> bool:
+        return self.task_config.get("num_classes") == 1
+
+    def behaviour_options(self):
+        return {**super().behaviour_options(), "regression": self.regression}
+
+    def raw_data(self, x, y=None):
+        names = self.task_config.get("label_names")
+        if y is not None and not names and not self.regression:
+            y = column(y, "y", "labels")
+            if y and all(isinstance(v, str) for v in y):  # names learnt from `y`
+                learnt = sorted_labels(set(y))
+                count = self.task_config["num_classes"]
+                if len(learnt) != count:
+                    raise ValueError(
+                        f"`y` names {len(learnt)} classes ({learnt[:5]}) for a model of {count}; "
+                        "pass label_names=[...] to from_preset (or the constructor) to name them."
+                    )
+                self.task_config["label_names"] = names = learnt  # kept: save, export, classify
+        return classification_data(x, y, names, self.regression)
+
+    def classify(self, x, batch_size=None) -> list:
+        """The predicted class of each text (or pair): its name when the model has label
+        names, else its id; regression: the score; multi-label: the names above 0.5."""
+        logits = np.asarray(self.predict(x, batch_size=batch_size))
+        if self.regression:
+            return logits[:, 0].tolist()
+        names = self.task_config.get("label_names")
+        label = (lambda i: names[i]) if names else int
+        if self.task_config.get("multi_label"):
+            return [[label(i) for i in np.flatnonzero(row > 0)] for row in logits]
+        return [label(i) for i in logits.argmax(-1)]

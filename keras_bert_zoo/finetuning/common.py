@@ -36,6 +36,10 @@ class FinetuningTask:
         """The file's examples; `labels_optional`: a file without labels (to predict) reads."""
         raise NotImplementedError
 
+    def check_training(self, dataset) -> None:
+        """Stops with a clear error on training data the task cannot learn from (raises
+        `ValueError`); the file readers call it on `--train`, the task models on `fit`'s."""
+
     def arrays(self, dataset):
         """`(model inputs, targets, extra)`; `extra` is what `predict` needs besides outputs."""
         raise NotImplementedError

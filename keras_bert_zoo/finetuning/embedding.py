@@ -1,5 +1,5 @@
-"""The embedder's behaviour: contrastive fine-tuning on (query, positive) pairs with in-batch
-negatives (`EMBEDDER`), validated by retrieval.
+"""The embedder: `BertEmbedder` (the task model) and its behaviour, contrastive fine-tuning
+on (query, positive) pairs with in-batch negatives (`EMBEDDER`), validated by retrieval.
 
 Training rows are the pairs, each `[2, length]` (the query, then its positive; its length
 the longer one's). The batches are `training.distinct_batches`: no text twice in a batch (a
@@ -18,10 +18,13 @@ weights'), `train_pairs`, `validation_pairs`, `steps`, `kept_epoch` and `history
 
 import dataclasses
 
+import keras
 import numpy as np
 
 from keras_bert_zoo.data.pairs_reader import PairsData, read_pairs
 from keras_bert_zoo.finetuning.common import FinetuningTask
+from keras_bert_zoo.finetuning.raw_data import pairs_data, texts_or_pairs
+from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.task_specs import EMBEDDER
 from keras_bert_zoo.tasks import build_contrastive_trainer, in_batch_negatives_loss
@@ -113,3 +116,34 @@ class EmbeddingTask(FinetuningTask):
             "history": run["history"],
         }
         return record, record
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertEmbedder(TaskModel):
+    """Sentence embeddings: `encode(texts)` gives L2-normalised vectors (by default; as
+    `kbz embed` computes them, pooled as the preset records, e.g. a sentence-transformers
+    model's mean pooling).
+
+    `fit(x=(queries, positives))` trains with in-batch negatives as `kbz finetune embed`
+    does (no `y`); `evaluate(x=(queries, positives))` gives retrieval recall@1, recall@5
+    and MRR of each query's positive among all the positives.
+
+    >>> embedder = kbz.BertEmbedder.from_preset("all_minilm_l6_v2")
+    >>> vectors = embedder.encode(["A sentence.", "Another one."])  # float32 [2, 384]
+    """
+
+    task_name = "embedder"
+    behaviour = EmbeddingTask
+
+    def raw_data(self, x, y=None):
+        return pairs_data(x)
+
+    def predict_inputs(self, x) -> dict:
+        texts, second = texts_or_pairs(x)
+        if second is not None:
+            raise ValueError("`x` must be a list of texts to embed (one vector per text).")
+        return packed_arrays(self.preprocessor, texts)
+
+    def encode(self, texts, batch_size=None) -> np.ndarray:
+        """float32 `[len(texts), hidden]` vectors in the order of `texts`."""
+        return np.asarray(self.predict(texts, batch_size=batch_size), np.float32)

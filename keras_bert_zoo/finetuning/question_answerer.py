@@ -1,13 +1,16 @@
-"""The question answerer's behaviour: SQuAD v1.1 / v2.0 extractive question answering with
-doc-stride windows (`QUESTION_ANSWERER`)."""
+"""The question answerer: `BertQuestionAnswerer` (the task model) and its behaviour, SQuAD
+v1.1 / v2.0 extractive question answering with doc-stride windows (`QUESTION_ANSWERER`)."""
 
 import dataclasses
 
+import keras
 import numpy as np
 
 from keras_bert_zoo import data
 from keras_bert_zoo.finetuning.common import FinetuningTask, batched, specials
 from keras_bert_zoo.finetuning.prediction_files import write_squad
+from keras_bert_zoo.finetuning.raw_data import column, squad_examples
+from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.task_specs import QUESTION_ANSWERER
 from keras_bert_zoo.tasks import question_answerer_loss
 
@@ -67,3 +70,36 @@ class QuestionAnsweringTask(FinetuningTask):
 
     def write_predictions(self, examples, predictions, path):
         return write_squad(path, predictions["answers"], predictions["nbest"])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertQuestionAnswerer(TaskModel):
+    """Extractive question answering on raw questions and contexts; long contexts are cut
+    into windows `doc_stride` tokens apart, as `kbz finetune qa` does.
+
+    `fit(x={"question": [...], "context": [...]}, y={"text": [...], "answer_start": [...]})`
+    (an empty text: no answer, SQuAD 2.0). `answer(questions, contexts)` gives the answer
+    text of each question (with `n_best=True`, its candidates with their probabilities).
+
+    >>> qa = kbz.BertQuestionAnswerer.from_preset("all_minilm_l6_v2")
+    >>> qa.answer(["Where is the Eiffel tower?"], ["The Eiffel tower is in Paris."])
+    ['Paris']
+    """
+
+    task_name = "question_answerer"
+    behaviour = QuestionAnsweringTask
+
+    def raw_data(self, x, y=None):
+        return squad_examples(x, y)
+
+    def labelled(self, dataset):
+        return all(example.labelled for example in dataset)
+
+    def answer(self, questions, contexts, n_best: bool = False, batch_size=None) -> list:
+        """The answer text of each question in its context (`n_best`: its candidates, each a
+        dict with `text`, `probability`, `start_logit` and `end_logit`, best first)."""
+        questions = column(questions, "questions")
+        examples = squad_examples({"question": questions, "context": column(contexts, "contexts")})
+        predictions = self.decode(examples, batch_size)
+        key = "nbest" if n_best else "answers"
+        return [predictions[key][example.qas_id] for example in examples]

@@ -1,4 +1,5 @@
-"""The reranking task: (query, passage) pairs scored by a cross-encoder, ranked per query.
+"""The reranker: `BertReranker` (the task model) and its behaviour: (query, passage) pairs
+scored by a cross-encoder, ranked per query.
 
 Reads `query<TAB>passage<TAB>label` files (`data.read_ranking_tsv`): the training file as
 given, plus hard negatives mined by an embedder when `negatives_from` names one
@@ -24,6 +25,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
+import keras
 import numpy as np
 
 from keras_bert_zoo import ranking_metrics
@@ -35,6 +37,8 @@ from keras_bert_zoo.finetuning.hard_negatives import (
     mine_hard_negatives,
 )
 from keras_bert_zoo.finetuning.query_groups import query_groups
+from keras_bert_zoo.finetuning.raw_data import column, ranking_data
+from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.saving.atomic import write_text
@@ -109,10 +113,10 @@ class RerankingTask(FinetuningTask):
         validation = label_names is not None and not labels_optional
         dataset = read_ranking_tsv(path, labels_optional, require_relevant=validation)
         if label_names is None and not labels_optional:
-            self._check_training(dataset)
+            self.check_training(dataset)
         return dataset
 
-    def _check_training(self, dataset: RankingData) -> None:
+    def check_training(self, dataset: RankingData) -> None:
         """Both labels, or positives and an embedder to mine their negatives."""
         present = set(dataset.labels.tolist())
         if 1 not in present:
@@ -237,3 +241,38 @@ class RerankingTask(FinetuningTask):
 
     def write_predictions(self, dataset, predictions, path):
         return write_scores(path, dataset, np.asarray(predictions))
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertReranker(TaskModel):
+    """Cross-encoder reranker: one relevance score per (query, passage) pair.
+
+    `fit(x=(queries, passages), y=labels)` (1 relevant, 0 not) trains as `kbz finetune
+    rerank` does (listwise query groups by default); `score(queries, passages)` gives one
+    score per pair, `rank(query, passages)` the passages best first.
+
+    >>> reranker = kbz.BertReranker.from_preset("all_minilm_l6_v2")
+    >>> reranker.rank("capital of France", ["Paris is the capital.", "Lyon is a city."])
+    [('Paris is the capital.', 4.1), ('Lyon is a city.', -2.3)]
+    """
+
+    task_name = "reranker"
+    behaviour = RerankingTask
+
+    def raw_data(self, x, y=None):
+        return ranking_data(x, y)
+
+    def labelled(self, dataset):
+        return dataset.labelled
+
+    def score(self, queries, passages, batch_size=None) -> np.ndarray:
+        """The relevance score (a logit) of each (query, passage) pair, float32 `[pairs]`."""
+        outputs = self.predict((queries, passages), batch_size=batch_size)
+        return np.asarray(outputs, np.float32).reshape(-1)
+
+    def rank(self, query: str, passages, batch_size=None) -> list:
+        """`(passage, score)` of each passage for `query`, the best first."""
+        passages = column(passages, "passages")
+        scores = self.score([query] * len(passages), passages, batch_size)
+        order = np.argsort(-scores, kind="stable")
+        return [(passages[i], float(scores[i])) for i in order]

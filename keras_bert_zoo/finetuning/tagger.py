@@ -1,13 +1,16 @@
-"""The tagger's behaviour: CoNLL token tagging, labels on each word's first sub-word
-(`TAGGER`)."""
+"""The tagger: `BertTagger` (the task model) and its behaviour, CoNLL token tagging, labels
+on each word's first sub-word (`TAGGER`)."""
 
 import dataclasses
 
+import keras
 import numpy as np
 
 from keras_bert_zoo import data, metrics
 from keras_bert_zoo.finetuning.common import FinetuningTask, batched, specials
 from keras_bert_zoo.finetuning.prediction_files import warn_if_all_outside, write_conll
+from keras_bert_zoo.finetuning.raw_data import tagging_data
+from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import warn_truncated
 from keras_bert_zoo.task_specs import TAGGER
 from keras_bert_zoo.tasks import tagger_loss
@@ -78,3 +81,47 @@ class TaggingTask(FinetuningTask):
 
     def write_predictions(self, dataset, predictions, path):
         return write_conll(path, [s.words for s in dataset.sentences], predictions)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertTagger(TaskModel):
+    """Token tagger (named entities) on words: tags are given and predicted per word, and
+    aligned to word pieces as `kbz finetune tag` does (the first piece of a word carries its
+    tag; the other pieces count for nothing).
+
+    `fit(x, y)`: `x` a list of word lists, `y` a list of tag lists (one tag per word).
+    `tag(x)` gives one tag name per input word.
+
+    >>> tagger = kbz.BertTagger.from_preset("all_minilm_l6_v2", labels=["O", "B-LOC", "I-LOC"])
+    >>> tagger.fit(x=[["Paris", "is", "nice"]], y=[["B-LOC", "O", "O"]], batch_size=1)
+    >>> tagger.tag([["I", "love", "Paris"]])
+    [['O', 'O', 'B-LOC']]
+    """
+
+    task_name = "tagger"
+    behaviour = TaggingTask
+
+    @classmethod
+    def task_kwargs(cls, labels=None, **kwargs):
+        if labels is not None:
+            kwargs.setdefault("label_names", list(labels))
+            kwargs.setdefault("num_tags", len(labels))
+        return kwargs
+
+    def __init__(self, encoder, preprocessor=None, name=None, labels=None, **kwargs):
+        super().__init__(encoder, preprocessor, name, **self.task_kwargs(labels, **kwargs))
+
+    def raw_data(self, x, y=None):
+        names = self.task_config.get("label_names")
+        if not names:
+            raise ValueError(
+                "BertTagger needs its tag names: BertTagger.from_preset(preset, labels=[...])."
+            )
+        return tagging_data(x, y, names)
+
+    def labelled(self, dataset):
+        return dataset.labelled
+
+    def tag(self, x, batch_size=None) -> list:
+        """One tag name per word of each word list of `x`."""
+        return self.decode(self.raw_data(x), batch_size)

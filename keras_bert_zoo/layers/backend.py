@@ -70,3 +70,10 @@ def tensorflow_without_xla() -> bool:
     (a plain graph, as `kbz embed`, `kbz predict` and SavedModels run, or eagerly), so the
     number of full-size ops and copies is what a layer's form decides."""
     return tf is not None and not in_xla_trace()
+
+
+def default_jit_compile() -> bool:
+    """Whether training steps compile by default: with XLA on TensorFlow and JAX; not on
+    PyTorch, where Keras' `jit_compile` is `torch.compile`, which on a CPU compiles C++ for
+    minutes per batch shape (one per length bucket), more than it saves."""
+    return BACKEND != "torch"

@@ -1,0 +1,386 @@
+"""`TaskModel`: a task's Keras model with its preprocessing attached, trained on raw data.
+
+keras-hub's pattern (the task is the model), with what `kbz finetune` adds: each task model
+(`BertClassifier`, `BertTagger`, `BertQuestionAnswerer`, `BertEmbedder`, `BertReranker`) is
+a `BertModel` holding its `preprocessor`, so `fit`, `evaluate` and `predict` take raw data
+(texts, word lists, question/context dicts) on every backend, and `save` / `kbz.load_model`
+keep the preprocessor, the label names and the task's options. Raw data goes through the
+task's behaviour (`finetuning.<task>`: tokenization, label alignment, SQuAD windows, decoding),
+the same object `kbz finetune` uses, and trains on the same length-bucketed batches
+(`training.batching`) with the same defaults (AdamW on warmup + linear decay, clip 1.0, the
+task's learning rate, batch size and epochs from its spec). Pre-tokenized dicts of
+`token_ids` / `segment_ids` / `padding_mask` still work as on any Keras model.
+
+`compile()` needs no arguments: what is left "auto" is filled in by `fit` from its data (the
+schedule's step count comes from the data, `epochs` and `batch_size`). A user's own
+optimizer, loss or metrics win.
+
+>>> classifier = kbz.BertClassifier.from_preset("bert_tiny_en_uncased", num_classes=2)
+>>> classifier.fit(x=["a great film", "a dull film"], y=[1, 0], batch_size=2)
+>>> classifier.classify(["what a film"])
+"""
+
+import dataclasses
+import itertools
+import sys
+from collections.abc import Mapping
+
+import keras
+import numpy as np
+
+from keras_bert_zoo.encoder import architecture_of, build_encoder, find_encoder
+from keras_bert_zoo.layers.backend import default_jit_compile
+from keras_bert_zoo.model import BertModel
+from keras_bert_zoo.presets import factory
+from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.tasks import build_task
+from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.training import batching, bucketed_prediction
+from keras_bert_zoo.training.optimizers import create_optimizer
+
+AUTO = "auto"
+PREDICT_BATCH_SIZE = 64
+
+
+def _is_dataset(value) -> bool:
+    tf = sys.modules.get("tensorflow")  # a tf.data dataset implies TensorFlow is loaded
+    return tf is not None and isinstance(value, tf.data.Dataset)
+
+
+def _tokenized(value) -> bool:
+    """Whether `value` (a dict, a dataset's element or a batch) is already model inputs."""
+    if isinstance(value, tuple) and value:
+        value = value[0]
+    return isinstance(value, Mapping) and "token_ids" in value
+
+
+def split_stream(x, y):
+    """`(x, y, raw)`: an iterator or `tf.data.Dataset` of raw `(x, y)` elements or batches
+    gathered into whole `x` and `y` lists; anything else as given. `raw` is False for
+    pre-tokenized data (dicts of `token_ids`, ...), which Keras' own `fit` takes."""
+    if isinstance(x, Mapping) or isinstance(x, keras.utils.PyDataset):
+        return x, y, not _tokenized(x) and not isinstance(x, keras.utils.PyDataset)
+    if _is_dataset(x):
+        spec = x.element_spec
+        if _tokenized(spec):
+            return x, y, False
+        x = x.as_numpy_iterator()
+    elif x is None or isinstance(x, (list, tuple, str, bytes, np.ndarray)) or hasattr(x, "tolist"):
+        return x, y, x is not None
+    elif not hasattr(x, "__next__"):
+        return x, y, True
+    first = next(x, None)
+    if first is None:
+        return [], y, True
+    if _tokenized(first):
+        return itertools.chain([first], x), y, False
+    if y is not None or not (isinstance(first, tuple) and len(first) == 2):
+        return [first, *x], y, True
+    xs, ys = [], []
+    for element_x, element_y in itertools.chain([first], x):
+        batched = isinstance(element_x, (list, np.ndarray)) and np.ndim(element_x) >= 1
+        xs.extend(element_x if batched else [element_x])
+        ys.extend(element_y if batched else [element_y])
+    return xs, ys, True
+
+
+class TaskModel(BertModel):
+    """The base of the task models; a subclass names its `task_name` (a `kbz.tasks` builder)
+    and `behaviour` (its `FinetuningTask`), and adds its decoding method.
+
+    Args:
+        encoder: an encoder (`kbz.build_encoder`, `kbz.from_preset(..., task="encoder")`),
+            or a task model of this task built by `kbz.from_preset(..., task=...)`.
+        preprocessor: a `kbz.BertPreprocessor`; needed for raw data.
+        **kwargs: the task builder's arguments (`num_classes`, `dropout`, ...) and the
+            task's options (`doc_stride`, ...; its spec's `TaskOption`s).
+    """
+
+    task_name = None
+    behaviour = None
+
+    def __init__(self, encoder, preprocessor=None, name=None, **kwargs):
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in self.option_names()}
+        if getattr(encoder, "task", None) == self.task_name:
+            graph = encoder
+        else:
+            graph = build_task(self.task_name, find_encoder(encoder), **kwargs)
+        super().__init__(
+            inputs=graph.input,
+            outputs=graph.output,
+            task=graph.task,
+            task_config=graph.task_config,
+            name=name or graph.name,
+        )
+        if preprocessor is not None and not isinstance(preprocessor, BertPreprocessor):
+            raise ValueError(
+                "`preprocessor` must be a kbz.BertPreprocessor. Received: "
+                f"{type(preprocessor).__name__}."
+            )
+        self.preset_config = getattr(graph, "preset_config", None)  # save_preset's vocabulary
+        self.preprocessor = preprocessor
+        self.options = options
+        self._compile_request = None
+
+    @classmethod
+    def option_names(cls) -> tuple:
+        """The task's options: its behaviour's settings besides the preprocessor."""
+        fields = dataclasses.fields(cls.behaviour)
+        return tuple(f.name for f in fields if f.name != "preprocessor")
+
+    @classmethod
+    def task_kwargs(cls, **kwargs) -> dict:
+        """The builder's arguments from the user's (a subclass maps its own names)."""
+        return kwargs
+
+    @classmethod
+    def from_preset(cls, preset, sequence_length=None, load_weights=True, dtype=None, **kwargs):
+        """The task model of a preset name or directory, or a `kbz finetune` run directory.
+
+        A preset fine-tuned for this task gives its trained head and settings back; another
+        preset gets a new head (`kwargs`: the builder's arguments, such as `num_classes`).
+        `sequence_length`: tokens per sequence; default: the run's, else the preset's
+        recorded length, else the task's default (`kbz finetune`'s).
+        """
+        source, settings = model_source(preset)
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in cls.option_names()}
+        options = {**{k: settings[k] for k in cls.option_names() if k in settings}, **options}
+        graph = factory.from_preset(
+            source,
+            task=cls.task_name,
+            load_weights=load_weights,
+            dtype=dtype,
+            **cls.task_kwargs(**kwargs),
+        )
+        config = load_preset_config(source)
+        length = (
+            sequence_length
+            or settings.get("sequence_length")
+            or config.sequence_length
+            or cls.behaviour.spec.defaults["sequence_length"]
+        )
+        length = min(length, config.architecture["max_sequence_length"])
+        preprocessor = BertPreprocessor.from_preset(source, sequence_length=length)
+        return cls(graph, preprocessor, **options)
+
+    def get_config(self):
+        preprocessor = self.preprocessor
+        return {
+            "name": self.name,
+            "architecture": architecture_of(find_encoder(self)),
+            "task_config": dict(self.task_config),
+            "preprocessor": None
+            if preprocessor is None
+            else keras.saving.serialize_keras_object(preprocessor),
+            **self.options,
+        }
+
+    def get_compile_config(self):
+        """None: a reloaded task model is compiled again by `compile()` or `fit` (its "auto"
+        optimizer needs the next run's step count)."""
+        return None
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        preprocessor = config.pop("preprocessor", None)
+        if isinstance(preprocessor, dict):
+            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+        encoder = build_encoder(**config.pop("architecture"))
+        return cls(encoder, preprocessor, **config.pop("task_config"), **config)
+
+    # --- the behaviour and the data -------------------------------------------------------
+
+    def job(self):
+        """The task's behaviour (`FinetuningTask`) with this model's preprocessor."""
+        if self.preprocessor is None:
+            raise ValueError(
+                f"{type(self).__name__} has no preprocessor, so it cannot take raw data. Build "
+                f"it with {type(self).__name__}.from_preset(...), or pass "
+                "preprocessor=kbz.BertPreprocessor.from_preset(...)."
+            )
+        return self.behaviour(self.preprocessor, **self.behaviour_options())
+
+    def behaviour_options(self) -> dict:
+        return dict(self.options)
+
+    def raw_data(self, x, y=None):
+        """Raw `x` (and `y`) as the task's dataset (`finetuning.raw_data`)."""
+        raise NotImplementedError
+
+    def labelled(self, dataset) -> bool:
+        return True
+
+    # --- compile / fit / evaluate / predict ------------------------------------------------
+
+    def compile(
+        self,
+        optimizer=AUTO,
+        loss=AUTO,
+        metrics=None,
+        jit_compile=AUTO,
+        learning_rate=None,
+        warmup_fraction=None,
+        weight_decay=0.01,
+        **kwargs,
+    ):
+        """Keras' `compile`, where "auto" takes the task's defaults as `kbz finetune` does:
+        AdamW (epsilon 1e-6, weight decay `weight_decay` except LayerNorm and biases, global
+        clip 1.0) on a warmup + linear-decay schedule peaking at `learning_rate` (the task's
+        default), the task's loss, XLA except on PyTorch. The schedule needs the run's step
+        count, so an "auto" optimizer or loss is made by `fit` from its data."""
+        self._compile_request = dict(
+            optimizer=optimizer,
+            loss=loss,
+            metrics=metrics,
+            jit_compile=jit_compile,
+            learning_rate=learning_rate,
+            warmup_fraction=warmup_fraction,
+            weight_decay=weight_decay,
+            **kwargs,
+        )
+        if optimizer != AUTO and loss != AUTO:
+            self._compile(self, None, None)
+
+    def _compile(self, trained, dataset, total_steps):
+        """Compiles `trained` (this model, or the behaviour's training wrapper around it)."""
+        request = dict(self._compile_request or {})
+        spec = self.behaviour.spec
+        optimizer = request.pop("optimizer", AUTO)
+        if optimizer == AUTO:
+            optimizer = create_optimizer(
+                request.pop("learning_rate", None) or spec.defaults["learning_rate"],
+                total_steps,
+                request.pop("warmup_fraction", None) or spec.defaults["warmup_fraction"],
+                weight_decay=request.pop("weight_decay", 0.01),
+                loss_scale=keras.mixed_precision.dtype_policy().name == "mixed_float16",
+            )
+        for key in ("learning_rate", "warmup_fraction", "weight_decay"):
+            request.pop(key, None)
+        loss = request.pop("loss", AUTO)
+        if loss == AUTO:
+            loss = self.job().loss(dataset)
+        jit_compile = request.pop("jit_compile", AUTO)
+        jit_compile = default_jit_compile() if jit_compile == AUTO else jit_compile
+        BertModel.compile(
+            trained, optimizer=optimizer, loss=loss, jit_compile=jit_compile, **request
+        )
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        epochs=None,
+        verbose="auto",
+        callbacks=None,
+        validation_data=None,
+        seed=0,
+        bucketing=True,
+        **kwargs,
+    ):
+        """Keras' `fit`; on raw data (see the task's class) also: `batch_size` and `epochs`
+        default to the task's (`kbz finetune`'s), batches of similar length trimmed to a few
+        lengths (`bucketing`), drawn in an order fixed by `seed`; `validation_data` (raw `(x,
+        y)`) is evaluated after each epoch with the task's metrics (`val_<metric>` in the
+        logs). Each `fit` with an "auto" optimizer runs its own warmup and decay."""
+        x, y, raw = split_stream(x, y)
+        if not raw:
+            if self._compile_request is not None and not self.compiled:
+                self._compile(self, None, None)
+            return super().fit(
+                x, y, batch_size=batch_size, epochs=epochs or 1, verbose=verbose,
+                callbacks=callbacks, validation_data=validation_data, **kwargs,
+            )  # fmt: skip
+        job = self.job()
+        dataset = self.raw_data(x, y)
+        if not self.labelled(dataset):
+            raise ValueError(f"{type(self).__name__}.fit needs `y`: the targets of `x`.")
+        job.check_training(dataset)
+        defaults = self.behaviour.spec.defaults
+        batch_size = batch_size or defaults["batch_size"]
+        epochs = epochs or defaults["epochs"]
+        inputs, targets = job.training_arrays(dataset, seed)
+        rows = job.training_rows(batch_size)
+        if len(inputs["token_ids"]) < rows:
+            raise ValueError(
+                f"`x` gives {len(inputs['token_ids'])} training rows, fewer than one batch of "
+                f"{rows}; pass a smaller `batch_size` (got {batch_size})."
+            )
+        lengths = batching.real_lengths(inputs)
+        length = self.preprocessor.sequence_length
+        schedule = job.training_schedule(dataset, lengths, rows, length, epochs, bucketing, seed)
+        trained = job.training_model(self)
+        if (
+            trained is not self
+            or not self.compiled
+            or self._compile_request is None
+            or any(self._compile_request.get(k) == AUTO for k in ("optimizer", "loss"))
+        ):
+            self._compile(trained, dataset, epochs * schedule.steps_per_epoch)
+        stream = batching.training_stream(inputs, targets, schedule, job.sequence_outputs)(0)
+        callbacks = list(callbacks or [])
+        if validation_data is not None:
+            callbacks.insert(0, TaskValidation(self, *validation_data))
+        fit = super().fit if trained is self else trained.fit
+        return fit(  # the schedule's batches are shuffled already (by `seed`)
+            stream, epochs=epochs, steps_per_epoch=schedule.steps_per_epoch, verbose=verbose,
+            callbacks=callbacks, shuffle=False, **kwargs,
+        )  # fmt: skip
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", **kwargs):
+        """Keras' `evaluate`; on raw data the task's metrics as `kbz finetune` reports them
+        (accuracy and F1, entity F1, SQuAD exact match and F1, retrieval or ranking scores),
+        a dict."""
+        x, y, raw = split_stream(x, y)
+        if not raw:
+            return super().evaluate(x, y, batch_size=batch_size, verbose=verbose, **kwargs)
+        job = self.job()
+        dataset = self.raw_data(x, y)
+        inputs, _, extra = job.arrays(dataset)
+        outputs = self.predict_arrays(inputs, batch_size)
+        return {k: float(v) for k, v in job.evaluate(dataset, outputs, extra, warn=False).items()}
+
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
+        """Keras' `predict`; raw data is tokenized, and predicted in length buckets: the
+        model's outputs (logits; the embedder's vectors) in the order of `x`."""
+        x, _, raw = split_stream(x, None)
+        if not raw:
+            return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+        return self.predict_arrays(self.predict_inputs(x), batch_size)
+
+    def predict_inputs(self, x) -> dict:
+        """The tokenized model inputs of raw `x` (what `predict` runs)."""
+        return self.job().arrays(self.raw_data(x))[0]
+
+    def predict_arrays(self, inputs: dict, batch_size=None):
+        """The outputs for tokenized `inputs`, sorted by length and trimmed to buckets
+        (`training.bucketed_prediction`): the same values as full padding."""
+        length = self.preprocessor.sequence_length
+        buckets = bucketed_prediction.prediction_buckets(self, length)
+        return bucketed_prediction.predict(
+            self, inputs, batch_size or PREDICT_BATCH_SIZE, buckets, self.behaviour.sequence_outputs
+        )
+
+    def decode(self, dataset, batch_size=None):
+        """The behaviour's predictions for a raw dataset (`classify`, `tag`, `answer`)."""
+        job = self.job()
+        inputs, _, extra = job.arrays(dataset)
+        return job.predict(dataset, self.predict_arrays(inputs, batch_size), extra)
+
+
+class TaskValidation(keras.callbacks.Callback):
+    """Evaluates the task model on raw `(x, y)` after each epoch: `val_<metric>` logs."""
+
+    def __init__(self, model, x, y=None):
+        super().__init__()
+        self.task_model, self.job = model, model.job()
+        self.dataset = model.raw_data(x, y)
+        self.inputs, _, self.extra = self.job.arrays(self.dataset)  # tokenized once
+
+    def on_epoch_end(self, epoch, logs=None):
+        outputs = self.task_model.predict_arrays(self.inputs)
+        scores = self.job.evaluate(self.dataset, outputs, self.extra, warn=False)
+        if logs is not None:
+            logs.update({f"val_{k}": float(v) for k, v in scores.items()})
