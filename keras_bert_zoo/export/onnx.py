@@ -112,8 +112,9 @@ def export_onnx(
     Args:
         model: encoder, classifier, tagger, question answerer or embedder (float32).
         path: the directory to write (`model.onnx`, `export.json`, `vocab.txt`).
-        preprocessor: a `kbz.BertPreprocessor`; its vocabulary, casing and sequence length
-            go into the directory for runtime tokenization (None: ids only, no vocabulary).
+        preprocessor: a `kbz.BertPreprocessor` (default: a task model's own); its vocabulary,
+            casing and sequence length go into the directory for runtime tokenization (None:
+            ids only, no vocabulary).
         quantize: "int8" for ONNX Runtime's dynamic int8 quantization of the weights.
         overwrite: replace an existing directory.
 
@@ -125,6 +126,8 @@ def export_onnx(
     onnx, tf2onnx = require_onnx()
     path = _check_path(path, overwrite)
     task = task_of(model)
+    if preprocessor is None:
+        preprocessor = getattr(model, "preprocessor", None)  # a task model's own
     check_quantize(quantize)
     if keras.backend.backend() != "tensorflow":
         raise ValueError(

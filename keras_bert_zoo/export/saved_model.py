@@ -111,7 +111,8 @@ def export_saved_model(
         model: encoder, classifier, tagger, question answerer or embedder
             (`kbz.from_preset(...)`).
         path: the version directory, e.g. "exports/my_model/1"; must not exist.
-        preprocessor: a `kbz.BertPreprocessor`; required unless `strings=False`.
+        preprocessor: a `kbz.BertPreprocessor`; default: the model's own (a task model's,
+            e.g. `kbz.BertClassifier`); required unless `strings=False`.
         pairs: take a second string too (default: the tasks whose spec says `pair_input`,
             question answering and reranking).
         label_names: class or tag names, to also output them as strings (default: the
@@ -127,6 +128,8 @@ def export_saved_model(
     """
     path = _version_directory(path, overwrite)
     task = task_of(model)
+    if preprocessor is None:
+        preprocessor = getattr(model, "preprocessor", None)  # a task model's own
     if strings and preprocessor is None:
         raise ValueError(
             "Exporting `serving_default` (raw strings in) needs a preprocessor: "

@@ -158,6 +158,9 @@ class BertClassifier(TaskModel):
                 self.task_config["label_names"] = names = learnt  # kept: save, export, classify
         return classification_data(x, y, names, self.regression)
 
+    def labelled(self, dataset):
+        return len(dataset.labels) > 0
+
     def classify(self, x, batch_size=None) -> list:
         """The predicted class of each text (or pair): its name when the model has label
         names, else its id; regression: the score; multi-label: the names above 0.5."""

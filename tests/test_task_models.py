@@ -1,0 +1,166 @@
+"""The task models (`kbz.BertClassifier`, `BertTagger`, `BertQuestionAnswerer`,
+`BertEmbedder`, `BertReranker`) on raw data, TensorFlow tier: each task's short script
+(`task_model_scripts.py`, also run on JAX and PyTorch), the same weights as `kbz finetune`
+for the same seed and data, the same vectors as `kbz embed`, export without a separate
+preprocessor, a user's own `compile` winning, and every bad input stopped with its argument
+named before any work."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import save_tiny_preset
+from task_model_scripts import DATA, SCRIPTS, squad, sst2, wnut
+
+import keras_bert_zoo as kbz
+from keras_bert_zoo.jobs import embed as embed_job
+from keras_bert_zoo.jobs import finetune as runs
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    return save_tiny_preset(tmp_path_factory.mktemp("tiny") / "preset")
+
+
+@pytest.mark.parametrize("task", sorted(SCRIPTS))
+def test_task_script_on_raw_data(preset, tmp_path, task):
+    script, check = SCRIPTS[task]
+    check(script(preset, tmp_path))
+
+
+def test_fit_gives_the_weights_of_kbz_finetune(preset, tmp_path):
+    """The same seed and data: `BertClassifier.fit` and `kbz finetune classify` train the same
+    weights (the same batches, schedule, optimizer, loss and dropout masks)."""
+    train = tmp_path / "train.tsv"
+    train.write_text("".join((DATA / "sst2_train_head.tsv").read_text().splitlines(True)[:49]))
+    runs.run_finetune(
+        "classifier", str(preset), str(train), str(train), str(tmp_path / "run"),
+        epochs=2, batch_size=8, sequence_length=32, export=False, verbose=0, seed=3, keep="last",
+    )  # fmt: skip
+    expected = kbz.load_model(tmp_path / "run" / "model.keras")
+
+    rows = [line.split("\t") for line in train.read_text().splitlines()[1:]]
+    keras.utils.set_random_seed(3)
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    classifier.fit([r[0] for r in rows], [int(r[1]) for r in rows], batch_size=8, epochs=2,
+                   seed=3, verbose=0)  # fmt: skip
+    assert len(classifier.weights) == len(expected.weights)
+    moved = 0
+    for ours, theirs in zip(classifier.weights, expected.weights, strict=True):
+        assert ours.path == theirs.path
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-5, err_msg=ours.path)
+        moved += 1
+    assert moved > 10
+
+
+def test_encode_gives_the_vectors_of_kbz_embed(preset):
+    texts = sst2(40)[0]
+    embedder = kbz.BertEmbedder.from_preset(preset, sequence_length=32)
+    model, preprocessor = embed_job.load_embedder(preset, 32)
+    expected = embed_job.embed_texts(model, preprocessor, texts)
+    np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-6)
+
+
+def test_export_takes_the_models_own_preprocessor(preset, tmp_path):
+    texts, labels = sst2(16)
+    classifier = kbz.BertClassifier.from_preset(
+        preset, label_names=["negative", "positive"], sequence_length=32
+    )
+    kbz.export_saved_model(classifier, tmp_path / "export" / "1")
+    served = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
+    outputs = served(text=tf.constant(texts[:4]))
+    expected = keras.ops.softmax(classifier.predict(texts[:4]))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+    names = [n.decode() for n in outputs["label_name"].numpy()]
+    assert names == classifier.classify(texts[:4])
+
+
+def test_a_users_own_compile_wins(preset):
+    texts, labels = sst2(16)
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    classifier.compile(
+        optimizer=keras.optimizers.SGD(0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    classifier.fit(texts, labels, batch_size=8, epochs=1, verbose=0)
+    assert isinstance(classifier.optimizer, keras.optimizers.SGD)
+    assert int(classifier.optimizer.iterations.numpy()) == 2
+
+
+def test_compile_auto_takes_the_tasks_schedule(preset):
+    """`compile(learning_rate=...)` leaves the optimizer "auto": AdamW on the task's warmup and
+    decay over the steps `fit` runs (2 epochs of 2 batches: 4 steps, the rate back to 0)."""
+    texts, labels = sst2(16)
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    classifier.compile(learning_rate=1e-3)
+    classifier.fit(texts, labels, batch_size=8, epochs=2, verbose=0)
+    optimizer = classifier.optimizer
+    assert type(optimizer).__name__ == "AdamW" and optimizer.epsilon == 1e-6
+    schedule = optimizer._learning_rate
+    assert float(schedule(0)) == 0.0 or float(schedule(1)) <= 1e-3
+    assert float(schedule(4)) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_tf_data_of_raw_strings(preset):
+    texts, labels = sst2(16)
+    dataset = tf.data.Dataset.from_tensor_slices((texts, [int(v == "positive") for v in labels]))
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    history = classifier.fit(dataset.batch(4), batch_size=8, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    np.testing.assert_allclose(
+        classifier.predict(tf.data.Dataset.from_tensor_slices(texts[:3])),
+        classifier.predict(texts[:3]),
+        atol=1e-6,
+    )
+
+
+def _bad(call, *expected):
+    with pytest.raises(ValueError) as error:
+        call()
+    for text in expected:
+        assert text in str(error.value), str(error.value)
+
+
+def test_bad_inputs_are_named_before_any_work(preset):
+    texts, labels = sst2(16)
+    classifier = kbz.BertClassifier.from_preset(
+        preset, label_names=["negative", "positive"], sequence_length=32
+    )
+    _bad(lambda: classifier.fit(texts, labels[:-1]), "`x` and `y`", "16 and 15")
+    _bad(lambda: classifier.fit(texts, ["negative", "great"] * 8), "does not know", "great")
+    _bad(lambda: classifier.evaluate(texts[:2], ["negative", "meh"]), "meh")
+    _bad(lambda: classifier.fit([], []), "`x` is empty")
+    _bad(lambda: classifier.fit({"text": texts}, labels), "`x` must be a list", "dict")
+    _bad(lambda: classifier.predict("one text"), "single string", "Wrap it in a list")
+    _bad(lambda: classifier.fit(texts, [0, 1, 2, 1] * 4), "outside 0..1")
+    _bad(lambda: classifier.fit(texts, labels, batch_size=64), "fewer than one batch")
+    _bad(lambda: classifier.fit(texts), "needs `y`")
+
+    words, tags = wnut(4)
+    names = kbz.data.tag_vocabulary(t for row in tags for t in row)
+    tagger = kbz.BertTagger.from_preset(preset, labels=names, sequence_length=32)
+    _bad(lambda: tagger.fit(words, [tags[0][:-1], *tags[1:]]), "`y[0]` must hold one tag per")
+    _bad(lambda: tagger.fit([" ".join(w) for w in words], tags), "`x[0]` must be a list of words")
+
+    x, y = squad(2)
+    qa = kbz.BertQuestionAnswerer.from_preset(preset, sequence_length=64, max_query_length=24)
+    wrong = {"text": y["text"], "answer_start": [y["answer_start"][0] + 1, y["answer_start"][1]]}
+    _bad(lambda: qa.fit(x, wrong), 'y["text"][0]', "is not at")
+    _bad(lambda: qa.fit(x["question"], y), "`x` must be a dict with the key 'question'")
+
+
+def test_predict_file_formats_match_the_readers(preset, tmp_path):
+    """Raw data and the file readers give the tagger the same arrays (one engine)."""
+    words, tags = wnut(8)
+    path = tmp_path / "sample.conll"
+    path.write_text(
+        "\n\n".join("\n".join(f"{w}\t{t}" for w, t in zip(ws, ts, strict=True))
+                    for ws, ts in zip(words, tags, strict=True)) + "\n"
+    )  # fmt: skip
+    names = kbz.data.tag_vocabulary(t for row in tags for t in row)
+    tagger = kbz.BertTagger.from_preset(preset, labels=names, sequence_length=32)
+    job = tagger.job()
+    from_file = job.arrays(job.read(path, label_names=names))
+    from_raw = job.arrays(tagger.raw_data(words, tags))
+    for a, b in zip(from_file, from_raw, strict=True):
+        keras.tree.map_structure(np.testing.assert_array_equal, a, b)
