@@ -61,7 +61,7 @@ _EXPORTS = {
     "from_preset": "keras_bert_zoo.presets.factory",
     "list_presets": "keras_bert_zoo.presets.registry",
     "load_lora_weights": "keras_bert_zoo.saving.adapters",
-    "load_model": "keras_bert_zoo.saving.models",
+    "load_model": "keras_bert_zoo.finetuning.registry",
     "merge_lora": "keras_bert_zoo.lora",
     "save_lora_weights": "keras_bert_zoo.saving.adapters",
     "save_preset": "keras_bert_zoo.saving.models",

@@ -164,3 +164,20 @@ def test_predict_file_formats_match_the_readers(preset, tmp_path):
     from_raw = job.arrays(tagger.raw_data(words, tags))
     for a, b in zip(from_file, from_raw, strict=True):
         keras.tree.map_structure(np.testing.assert_array_equal, a, b)
+
+
+def test_numpy_generators_and_tokenized_inputs(preset):
+    """Numpy columns and generators of raw examples train as lists do; tokenized dicts need
+    the user's own compile (the task's schedule is made from raw data)."""
+    texts, labels = sst2(16)
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    history = classifier.fit(np.array(texts), np.array(labels), batch_size=8, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    stream = ((text, label) for text, label in zip(texts, labels, strict=True))
+    assert np.isfinite(classifier.fit(stream, batch_size=8, verbose=0).history["loss"]).all()
+    tokens = classifier.preprocessor(texts)
+    fresh = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    _bad(lambda: fresh.fit(tokens, np.zeros(16, "int32")), "needs `compile(optimizer=")
+    fresh.compile(optimizer="adam", loss=kbz.tasks.classifier_loss(2))
+    fresh.fit(tokens, np.zeros(16, "int32"), batch_size=8, verbose=0)
+    np.testing.assert_allclose(fresh.predict(tokens), fresh.predict(texts), atol=1e-5)

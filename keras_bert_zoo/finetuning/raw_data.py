@@ -194,7 +194,8 @@ def _field(value, key: str, name: str) -> list:
 def squad_examples(x, y=None) -> list[SquadExample]:
     """`x = {"question": [...], "context": [...]}` and, to train or evaluate,
     `y = {"text": [...], "answer_start": [...]}` (an answer's text and its character offset
-    in the context; an empty text marks an unanswerable question)."""
+    in the context; an empty text marks an unanswerable question; a list of texts and a
+    list of offsets give every gold answer, as SQuAD's evaluation sets do)."""
     questions, contexts = _field(x, "question", "x"), _field(x, "context", "x")
     _check_same_length(questions, contexts, ('x["question"]', 'x["context"]'))
     _check_strings(questions, 'x["question"]')
@@ -213,14 +214,19 @@ def squad_examples(x, y=None) -> list[SquadExample]:
         if not text:  # SQuAD 2.0: no answer
             examples.append(SquadExample(str(i), q, c, (), is_impossible=True))
             continue
-        start = int(start)
-        if c[start : start + len(text)] != text:
-            raise ValueError(
-                f'`y["text"][{i}]` {text!r} is not at `y["answer_start"][{i}]` = {start} of its '
-                f"context, which holds {c[start : start + len(text)]!r} there. Give the "
-                "character offset of the answer in the context."
-            )
-        examples.append(SquadExample(str(i), q, c, (SquadAnswer(text, start),)))
+        several = isinstance(text, (list, tuple))  # every gold answer (evaluation)
+        pairs = list(zip(text, start, strict=True)) if several else [(text, start)]
+        answers = []
+        for j, (answer, offset) in enumerate(pairs):
+            offset, where = int(offset), f"[{i}]" + (f"[{j}]" if several else "")
+            if c[offset : offset + len(answer)] != answer:
+                raise ValueError(
+                    f'`y["text"]{where}` {answer!r} is not at `y["answer_start"]{where}` = '
+                    f"{offset} of its context, which holds {c[offset : offset + len(answer)]!r} "
+                    "there. Give the character offset of the answer in the context."
+                )
+            answers.append(SquadAnswer(answer, offset))
+        examples.append(SquadExample(str(i), q, c, tuple(answers)))
     return examples
 
 

@@ -287,8 +287,12 @@ class TaskModel(BertModel):
         logs). Each `fit` with an "auto" optimizer runs its own warmup and decay."""
         x, y, raw = split_stream(x, y)
         if not raw:
-            if self._compile_request is not None and not self.compiled:
-                self._compile(self, None, None)
+            if not self.compiled:
+                raise ValueError(
+                    f"{type(self).__name__}.fit on tokenized inputs needs `compile(optimizer=..., "
+                    "loss=...)` first: the task's default schedule and loss are made from raw "
+                    "data (texts). Pass raw data, or compile with your optimizer and loss."
+                )
             return super().fit(
                 x, y, batch_size=batch_size, epochs=epochs or 1, verbose=verbose,
                 callbacks=callbacks, validation_data=validation_data, **kwargs,

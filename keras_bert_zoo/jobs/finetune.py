@@ -20,7 +20,7 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
+from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS, TASK_MODELS
 from keras_bert_zoo.jobs.checks import (
     check_flags,
     check_length,
@@ -188,7 +188,10 @@ def _build(job, data: _Data, config: FinetuneConfig, distribution):
     returns it and the model `fit` trains (`job.training_model`: it, or a wrapper)."""
     total = config.epochs * data.schedule.steps_per_epoch
     with distribution.scope():
-        model = from_preset(config.preset, task=config.task, **job.task_kwargs(data.train))
+        graph = from_preset(config.preset, task=config.task, **job.task_kwargs(data.train))
+        # the task model: its model.keras keeps the preprocessor and takes raw data again
+        options = {name: getattr(job, name) for name in TASK_MODELS[config.task].option_names()}
+        model = TASK_MODELS[config.task](graph, job.preprocessor, **options)
         if config.lora_rank:
             enable_lora(model, config.lora_rank, config.lora_alpha, config.lora_targets)
         optimizer = create_optimizer(
