@@ -26,7 +26,8 @@ def main():
     preset = real_preset(args.preset, args.output)
     words, tags = read(DATA / "wnut17_train_sample.conll", 64 if args.fast else None)
     dev_words, dev_tags = read(DATA / "wnut17_dev_sample.conll", 32 if args.fast else None)
-    labels = kbz.data.tag_vocabulary(tag for sentence in tags for tag in sentence)
+    # the tag set of the whole training file (--fast trains on part of it)
+    labels = kbz.data.read_conll(DATA / "wnut17_train_sample.conll").tag_names
 
     tagger = kbz.BertTagger.from_preset(preset, labels=labels, sequence_length=64)
     tagger.fit(x=words, y=tags, epochs=1 if args.fast else 3, seed=args.seed)
