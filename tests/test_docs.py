@@ -2,7 +2,8 @@
 
 The conventions (docs/testing.md says them for authors):
 - A page's blocks run in order, in one fresh working directory that holds a link to the
-  repository's `examples/` (the docs' paths are relative to a clone's root); its `python`
+  repository's `examples/`, `tests/`, `tools/` and `benchmarks/` (the docs' paths are
+  relative to a clone's root); its `python`
   blocks share one namespace, as a reader's session would.
 - ```python blocks are executed. ```bash blocks hold commands, one per line (lines joined at a
   trailing backslash, `#` comments dropped): `kbz ...` runs in this process through
@@ -26,6 +27,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -33,7 +35,7 @@ from conftest import save_tiny_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
 RUN = {"python", "bash"}
 NOT_RUN = {"text"}
 DATA = ROOT / "tests" / "data"
@@ -46,16 +48,55 @@ FILES = {
     "examples/data/sst2_heldout.tsv": DATA / "finetune" / "sst2_train_head.tsv",
     "examples/data/wnut17_train_sample.conll": DATA / "finetune" / "wnut17_train_head.conll",
     "examples/data/wnut17_dev_sample.conll": DATA / "finetune" / "wnut17_dev_head.conll",
+    "examples/data/squad_train_sample.json": DATA / "finetune" / "squad_v1.1_sample.json",
+    "examples/data/squad_heldout_sample.json": DATA / "finetune" / "squad_v1.1_sample.json",
     "examples/data/pretraining/*.txt": DATA / "pretraining" / "sentences.txt",
+    "examples/data/pretraining/gutenberg.txt": DATA / "pretraining" / "sentences.txt",
 }
 # Flags appended to each command (first words of its argument list) for tiny runs.
-TINY_FLAGS = {
+TINY_FLAGS = {  # the first matching prefix wins
+    ("finetune", "qa"): [
+        "--epochs",
+        "1",
+        "--sequence-length",
+        "64",
+        "--max-query-length",
+        "16",
+        "--doc-stride",
+        "16",
+        "--no-jit-compile",
+        "--no-export",
+    ],  # fmt: skip
+    ("finetune", "embed"): [
+        "--epochs",
+        "1",
+        "--sequence-length",
+        "32",
+        "--batch-size",
+        "8",
+        "--no-jit-compile",
+        "--no-export",
+    ],  # fmt: skip
     ("finetune",): [
-        "--epochs", "1", "--sequence-length", "32", "--no-jit-compile", "--no-export",
+        "--epochs",
+        "1",
+        "--sequence-length",
+        "32",
+        "--no-jit-compile",
+        "--no-export",
     ],  # fmt: skip
     ("pretrain",): [
-        "--num-train-steps", "4", "--checkpoint-every", "2", "--batch-size", "4",
-        "--max-seq-length", "32", "--max-predictions-per-seq", "5", "--no-jit-compile",
+        "--num-train-steps",
+        "4",
+        "--checkpoint-every",
+        "2",
+        "--batch-size",
+        "4",
+        "--max-seq-length",
+        "32",
+        "--max-predictions-per-seq",
+        "5",
+        "--no-jit-compile",
     ],  # fmt: skip
 }
 
@@ -69,7 +110,7 @@ def blocks(page: Path) -> list[tuple[str, set[str], str, int]]:
         language, _, rest = info.partition(" ")
         markers = {word.rstrip(":") for word in rest.split()[:1]}
         line = text.count("\n", 0, match.start()) + 1
-        found.append((language, markers, match.group(2), line))
+        found.append((language, markers, textwrap.dedent(match.group(2)), line))
     return found
 
 
@@ -79,7 +120,7 @@ def test_every_block_declares_how_it_is_tested():
     for page in PAGES:
         for language, markers, code, line in blocks(page):
             where = f"{page.relative_to(ROOT)}:{line}"
-            info = page.read_text().splitlines()[line - 1]
+            info = page.read_text().splitlines()[line - 1].strip()
             if language in NOT_RUN:
                 continue
             if language not in RUN:
@@ -165,7 +206,8 @@ def tiny_preset(tmp_path_factory):
 @pytest.mark.parametrize(("page", "with_e2e"), list(_cases()))
 def test_code_blocks_run(page, with_e2e, tiny_preset, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    for folder in ("examples", "tests", "tools", "benchmarks"):  # paths as from a clone's root
+        (tmp_path / folder).symlink_to(ROOT / folder)
     monkeypatch.setenv("KBZ_CACHE_DIR", str(tmp_path / ".cache"))  # nothing downloaded here
     monkeypatch.setenv("KBZ_WEIGHTS_MIRROR", str(tmp_path / ".no-mirror"))
     monkeypatch.setenv("KBZ_COMPILE_CACHE", "off")
