@@ -118,7 +118,7 @@ def test_every_block_declares_how_it_is_tested():
     """A block is run, or says why not: no bare fence, no unknown language, no silent skip."""
     problems = []
     for page in PAGES:
-        for language, markers, code, line in blocks(page):
+        for language, markers, _code, line in blocks(page):
             where = f"{page.relative_to(ROOT)}:{line}"
             info = page.read_text().splitlines()[line - 1].strip()
             if language in NOT_RUN:
