@@ -55,49 +55,18 @@ FILES = {
 }
 # Flags appended to each command (first words of its argument list) for tiny runs.
 TINY_FLAGS = {  # the first matching prefix wins
-    ("finetune", "qa"): [
-        "--epochs",
-        "1",
-        "--sequence-length",
-        "64",
-        "--max-query-length",
-        "16",
-        "--doc-stride",
-        "16",
-        "--no-jit-compile",
-        "--no-export",
-    ],  # fmt: skip
-    ("finetune", "embed"): [
-        "--epochs",
-        "1",
-        "--sequence-length",
-        "32",
-        "--batch-size",
-        "8",
-        "--no-jit-compile",
-        "--no-export",
-    ],  # fmt: skip
-    ("finetune",): [
-        "--epochs",
-        "1",
-        "--sequence-length",
-        "32",
-        "--no-jit-compile",
-        "--no-export",
-    ],  # fmt: skip
-    ("pretrain",): [
-        "--num-train-steps",
-        "4",
-        "--checkpoint-every",
-        "2",
-        "--batch-size",
-        "4",
-        "--max-seq-length",
-        "32",
-        "--max-predictions-per-seq",
-        "5",
-        "--no-jit-compile",
-    ],  # fmt: skip
+    ("finetune", "qa"): (
+        "--epochs 1 --sequence-length 64 --max-query-length 16 --doc-stride 16"
+        " --no-jit-compile --no-export"
+    ).split(),
+    ("finetune", "embed"): (
+        "--epochs 1 --sequence-length 32 --batch-size 8 --no-jit-compile --no-export"
+    ).split(),
+    ("finetune",): "--epochs 1 --sequence-length 32 --no-jit-compile --no-export".split(),
+    ("pretrain",): (
+        "--num-train-steps 4 --checkpoint-every 2 --batch-size 4 --max-seq-length 32"
+        " --max-predictions-per-seq 5 --no-jit-compile"
+    ).split(),
 }
 
 
