@@ -60,7 +60,7 @@ TINY_FLAGS = {  # the first matching prefix wins
         " --no-jit-compile --no-export"
     ).split(),
     ("finetune", "embed"): (
-        "--epochs 1 --sequence-length 32 --batch-size 8 --no-jit-compile --no-export"
+        "--epochs 1 --sequence-length 32 --batch-size 2 --no-jit-compile --no-export"
     ).split(),
     ("finetune",): "--epochs 1 --sequence-length 32 --no-jit-compile --no-export".split(),
     ("pretrain",): (
