@@ -127,7 +127,7 @@ def _schedule(learning_rate, batch_size, epochs, sequence_length, warmup_fractio
     )
 
 
-# google-research/bert's convention; the README's "--doc-stride" derives the conversion.
+# google-research/bert's convention; docs/command-line.md's "--doc-stride" derives the conversion.
 _DOC_STRIDE = (
     "tokens between the starts of consecutive context windows (run_squad.py's doc_stride; "
     "Hugging Face run_qa.py's --doc_stride S is their overlap: the same windows take "

@@ -1,9 +1,9 @@
 """Training on JAX (issue 16): BERT's optimizers and schedules, gradient accumulation, mixed
 precision, exact resume, data parallel over two host devices, and BertPreprocessor + tf.data
-feeding `model.fit` (the README's example). Collected only with `KERAS_BACKEND=jax`.
+feeding `model.fit` (docs/backends.md's example). Collected only with `KERAS_BACKEND=jax`.
 
 Tests marked `tensorflow_data` use TensorFlow on purpose: a tf.data stream into
-`fit_resumable`, and tf.data with BertPreprocessor (the README's example); conftest.py runs
+`fit_resumable`, and tf.data with BertPreprocessor (docs/backends.md's example); conftest.py runs
 them last, with TensorFlow unblocked. The others, `kbz finetune` and `kbz pretrain
 --text-file` among them (numpy batches), run with TensorFlow's import blocked.
 """
@@ -144,7 +144,7 @@ def test_preprocessor_gives_numpy_that_fit_takes_without_tensorflow():
 
 @pytest.mark.tensorflow_data
 def test_preprocessor_and_tf_data_feed_fit_on_jax():
-    # The README's example: tokenization in tf.data (TensorFlow); the model runs on JAX.
+    # docs/backends.md's example: tokenization in tf.data (TensorFlow); the model runs on JAX.
     import tensorflow as tf  # the point of this test
 
     lines = (DATA / "sst2_train_subset.tsv").read_text().splitlines()[1:65]

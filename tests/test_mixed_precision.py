@@ -2,7 +2,7 @@
 of float32 on the same weights, logits are float32, and mixed_float16 trains with loss
 scaling and stays finite.
 
-Documented tolerance (README): bfloat16 keeps 8 bits of mantissa, so on these models the
+Documented tolerance (docs/scale.md): bfloat16 keeps 8 bits of mantissa, so on these models the
 task outputs differ from float32 by at most 5% of their float32 range.
 """
 

@@ -123,8 +123,9 @@ def test_save_preset_round_trip(saved_tiny):
 
 
 def test_from_preset_of_a_fine_tuned_preset_gives_its_task_model(saved_tiny, tmp_path):
-    """The README's LoRA flow, `save_preset(merge_lora(model))` then `from_preset(dir)`, gives
-    the classifier back, not its bare encoder; `task="encoder"` asks for that (issue 30, 4)."""
+    """The LoRA flow of docs/python-api.md, `save_preset(merge_lora(model))` then
+    `from_preset(dir)`, gives the classifier back, not its bare encoder; `task="encoder"` asks
+    for that (issue 30, 4)."""
     _, directory = saved_tiny
     model = kbz.from_preset(
         str(directory), task="classifier", num_classes=2, label_names=["n", "p"]
