@@ -46,8 +46,9 @@ def quantize_keras(model: keras.Model, quantize: str) -> keras.Model:
     return model
 
 
-def quantize_onnx(source, destination, quantize: str) -> Path:
-    """Writes the int8 dynamically-quantized copy of the ONNX file `source` to `destination`."""
+def quantize_onnx(source, destination, quantize: str, **options) -> Path:
+    """Writes the int8 dynamically-quantized copy of the ONNX file `source` to `destination`;
+    `options` replace `quantize_dynamic`'s arguments chosen here."""
     check_quantize(quantize)
     from onnxruntime.quantization import QuantType, quantize_dynamic  # optional `onnx` extra
 
@@ -58,9 +59,8 @@ def quantize_onnx(source, destination, quantize: str) -> Path:
     hint = _DropMessage("consider to run pre-processing before quantization")
     logging.getLogger().addFilter(hint)
     try:
-        quantize_dynamic(
-            str(source), str(destination), weight_type=QuantType.QInt8, per_channel=True
-        )
+        settings = {"weight_type": QuantType.QInt8, "per_channel": True, **options}
+        quantize_dynamic(str(source), str(destination), **settings)
     finally:
         logging.getLogger().removeFilter(hint)
     return Path(destination)

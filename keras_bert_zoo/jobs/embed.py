@@ -4,6 +4,8 @@ The model is any preset (a name or a directory) or a `kbz finetune embed` output
 built with `task="embedder"`: a sentence-transformers checkpoint converted with
 `kbz convert` pools and truncates as it was trained (its preset records the pooling and
 `max_seq_length`), any other preset gets masked mean pooling and L2 normalisation.
+`run_embed` runs it in Keras or, exported once, in ONNX Runtime or OpenVINO, in float32 or
+int8 (`keras_bert_zoo.runtimes`).
 """
 
 import logging
@@ -18,6 +20,8 @@ from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
+from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
+from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
@@ -32,6 +36,13 @@ def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
 
     >>> embedder, pre = kbz.jobs.load_embedder("minilm_preset")
     """
+    source, preprocessor = embedding_preprocessor(model, sequence_length)
+    return from_preset(source, task="embedder", **task_kwargs), preprocessor
+
+
+def embedding_preprocessor(model, sequence_length: int | None = None):
+    """`(preset, preprocessor)` of a preset name or directory, or a run directory: the
+    sequence length given, else the run's, else the preset's, else 128."""
     source, settings = model_source(model)  # a run directory: its preset/ and settings
     length = (
         sequence_length
@@ -40,17 +51,20 @@ def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
         or DEFAULT_SEQUENCE_LENGTH
     )
     check_positive_int("sequence_length", length)
-    embedder = from_preset(source, task="embedder", **task_kwargs)
-    return embedder, BertPreprocessor.from_preset(source, sequence_length=length)
+    return source, BertPreprocessor.from_preset(source, sequence_length=length)
 
 
-def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarray:
+def embed_texts(
+    embedder, preprocessor, texts, batch_size: int = 64, x: dict | None = None, progress=None
+) -> np.ndarray:
     """`[len(texts), hidden]` float32 vectors, in the order of `texts`.
 
     All texts are tokenized at once, then embedded sorted by length in batches trimmed to
     their length bucket (`bucketed_prediction.predict`): a corpus of short questions and long
     paragraphs is not padded to the longest text. Texts longer than the preprocessor's
-    `sequence_length` are truncated (logged with a count, never silently).
+    `sequence_length` are truncated (logged with a count, never silently). `embedder` is a
+    Keras embedder or a `runtimes` runner; `x`, the texts already tokenized, skips that step;
+    `progress(rows)` is called after each length bucket.
 
     >>> vectors = kbz.jobs.embed_texts(embedder, pre, ["A sentence.", "Another one."])
     """
@@ -58,7 +72,7 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
     texts = [str(t) for t in texts]
     if not texts:
         return np.zeros((0, embedder.output_shape[-1]), np.float32)
-    x = _packed(preprocessor, texts)
+    x = _packed(preprocessor, texts) if x is None else x
     length = preprocessor.sequence_length
     full = int(np.sum(batching.real_lengths(x) == length))
     if full:
@@ -70,7 +84,7 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
             length,
         )
     buckets = bucketed_prediction.prediction_buckets(embedder, length)
-    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
+    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, False, progress)
     return np.asarray(vectors, np.float32)
 
 
@@ -107,6 +121,8 @@ def run_embed(
     output,
     batch_size: int = 64,
     sequence_length: int | None = None,
+    runtime: str = DEFAULT_RUNTIME,
+    precision: str = DEFAULT_PRECISION,
 ) -> dict:
     """Embeds each line of `input` (one vector per line, blank lines too) into `output` .npy.
 
@@ -117,6 +133,10 @@ def run_embed(
             (an existing file is replaced).
         sequence_length: tokens per text (default: the run's own, else the length the
             preset records, such as a sentence-transformers model's `max_seq_length`, else 128).
+        runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`; the exported ones
+            are written once into the cache and reused).
+        precision: "float32" or "int8"; an int8 model is checked against float32 on rows of
+            `input` when it is written, and a loss above the tolerance is a warning.
 
     >>> kbz.training.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
     """
@@ -125,10 +145,15 @@ def run_embed(
     if output.suffix != ".npy":
         raise ValueError(f"--output must be a .npy file. Received: {output}")
     check_positive_int("batch_size", batch_size)
+    check_runtime(runtime, precision, model, "embedder")
     texts = read_lines(input)
-    embedder, preprocessor = load_embedder(model, sequence_length)
-    vectors = embed_texts(embedder, preprocessor, texts, batch_size)
+    source, preprocessor = embedding_preprocessor(model, sequence_length)
+    x = _packed(preprocessor, texts)
+    embedder = load_runner(source, "embedder", runtime, precision, sample=x)
+    with progress_bar(len(texts), "embed", runtime, precision, "text") as advance:
+        vectors = embed_texts(embedder, preprocessor, texts, batch_size, x, advance)
     with staged_file(output) as temporary:
         with open(temporary, "wb") as file:
             np.save(file, vectors)
-    return {"file": str(output), "shape": list(vectors.shape), **embedder.task_config}
+    result = {"file": str(output), "shape": list(vectors.shape), **embedder.task_config}
+    return {**result, "runtime": runtime, "precision": precision}

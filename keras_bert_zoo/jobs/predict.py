@@ -5,16 +5,18 @@ its `run.json`: sequence length, text columns, QA windows) or from any preset di
 saved from a task model. Inputs are read as `kbz finetune` reads them, except that labels
 are optional (a TSV without its label column, a words-only CoNLL file, SQuAD questions
 without answers); when they carry labels or answers, the same metrics as `kbz finetune` are
-returned too.
+returned too. The model runs in Keras or, exported once, in ONNX Runtime or OpenVINO, in
+float32 or int8 (`keras_bert_zoo.runtimes`); every task decodes the outputs the same way.
 """
 
 from pathlib import Path
 
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
+from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import bucketed_prediction
 
@@ -39,6 +41,8 @@ def run_predict(
     sequence_length: int | None = None,
     jit_compile: bool = True,
     bucketing: bool = True,
+    runtime: str = DEFAULT_RUNTIME,
+    precision: str = DEFAULT_PRECISION,
     **options,
 ) -> dict:
     """Predicts `input` with the fine-tuned `model`; writes the prediction file(s) at `output`.
@@ -56,6 +60,10 @@ def run_predict(
             predictions for real tokens, faster); False pads every batch to the full length.
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
+        runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`); the exported
+            ones are written once into the cache and reused.
+        precision: "float32" or "int8"; an int8 model is checked against float32 on rows of
+            `input` when it is written, and a loss above the tolerance is a warning.
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 
@@ -73,6 +81,7 @@ def run_predict(
             f"--model {model} holds a {config.task} model, not a {task}. Predict "
             "with the task it was fine-tuned for."
         )
+    check_runtime(runtime, precision, preset, task)
     length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
     defaults = {k: settings[k] for k in spec.run_settings if k in settings}  # the run's
     if "text_columns" in defaults:
@@ -84,12 +93,14 @@ def run_predict(
         input, label_names=config.task_config.get("label_names"), labels_optional=True
     )
     x, _, extra = job.arrays(dataset)
-    network = from_preset(preset, task=task)
-    network.compile(jit_compile=jit_compile)
+    network = load_runner(preset, task, runtime, precision, sample=x, jit_compile=jit_compile)
     # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
     # program per bucket (`bucketed_prediction.prediction_buckets`).
     buckets = bucketed_prediction.prediction_buckets(network, length) if bucketing else [length]
-    outputs = bucketed_prediction.predict(network, x, batch_size, buckets, job.sequence_outputs)
+    with progress_bar(len(x["token_ids"]), "predict", runtime, precision, "example") as advance:
+        outputs = bucketed_prediction.predict(
+            network, x, batch_size, buckets, job.sequence_outputs, advance
+        )
     predictions = job.predict(dataset, outputs, extra)
     files = job.write_predictions(dataset, predictions, output)
     return {"files": [str(f) for f in files], "metrics": job.metrics(dataset, predictions)}

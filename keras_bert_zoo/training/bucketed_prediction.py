@@ -12,7 +12,9 @@ XLA): there the compiled forward pass is no faster per batch, and a compile per 
 more than the pass itself (benchmarks/RESULTS.md, "Length bucketing"). The graph's outputs
 are also the same at any batch size. On GPU and TPU, and on JAX and PyTorch, prediction
 compiles as the model was compiled; eager PyTorch, like the graph, runs batches trimmed to
-steps of 8 tokens without filler rows (`predicts_any_shape`).
+steps of 8 tokens without filler rows (`predicts_any_shape`). So does a `runtimes` runner
+(ONNX Runtime, OpenVINO): anything that is not a Keras model is run through its own
+`run_batches(inputs, batch_size)`, numpy in and out, any shape.
 
 >>> buckets = kbz.training.bucketed_prediction.prediction_buckets(model, 128)
 >>> outputs = kbz.training.bucketed_prediction.predict(model, x, 64, buckets, False)
@@ -72,7 +74,7 @@ def cpu_bucket_lengths(sequence_length: int) -> list[int]:
     return lengths + [sequence_length]
 
 
-def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
+def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool, progress=None):
     """`model.predict(x)` with batches of similar length trimmed to their bucket.
 
     Examples are sorted by real length; consecutive batches share the bucket of their
@@ -83,12 +85,17 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     eager PyTorch) batches get no filler.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
+    `progress(rows)` is called after each bucket with the number of examples it held.
     """
+    if not isinstance(model, keras.Model):  # a `runtimes` runner
+        return _predict(
+            model, x, batch_size, buckets, sequence_outputs, model.run_batches, False, progress
+        )
     run = _graph_forward(model) if predicts_as_graph(model) else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
     whole = not predicts_any_shape(model)
-    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole=whole)
+    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole, progress)
 
 
 def predicts_as_graph(model) -> bool:
@@ -104,8 +111,10 @@ def predicts_as_graph(model) -> bool:
 
 def predicts_any_shape(model) -> bool:
     """True where a new batch shape costs no compile: TensorFlow's one graph
-    (`predicts_as_graph`), or PyTorch running eagerly (its default; `torch.compile`, Keras'
-    `jit_compile` there, compiles per shape)."""
+    (`predicts_as_graph`), PyTorch running eagerly (its default; `torch.compile`, Keras'
+    `jit_compile` there, compiles per shape), or a `runtimes` runner."""
+    if not isinstance(model, keras.Model):
+        return True
     if keras.backend.backend() == "torch":
         return not getattr(model, "jit_compile", False)
     return predicts_as_graph(model)
@@ -138,7 +147,14 @@ def _graph_forward(model):
 
 
 def _predict(
-    model, x: dict, batch_size: int, buckets, sequence_outputs: bool, run=None, whole=True
+    model,
+    x: dict,
+    batch_size: int,
+    buckets,
+    sequence_outputs: bool,
+    run=None,
+    whole=True,
+    progress=None,
 ):
     total = np.asarray(x["token_ids"]).shape[1]
     lengths = real_lengths(x)
@@ -161,6 +177,8 @@ def _predict(
             results = [_full(p, count, total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):
             result[rows] = _pad(p, total, result)
+        if progress is not None:
+            progress(len(rows))
     return keras.tree.pack_sequence_as(structure, results)
 
 

@@ -2,6 +2,7 @@
 embedder is `kbz finetune embed`, as every task's training."""
 
 from keras_bert_zoo.cli.compile_flags import add_compile_cache_argument
+from keras_bert_zoo.cli.runtime_flags import add_runtime_arguments
 
 
 def add_parser(subcommands) -> None:
@@ -17,6 +18,7 @@ def add_parser(subcommands) -> None:
         "a converted sentence-transformers model's max_seq_length, else 128)",
     )
     add_compile_cache_argument(embed)
+    add_runtime_arguments(embed)
     embed.set_defaults(run=run)
 
 
@@ -29,10 +31,13 @@ def run(args) -> int:
         args.output,
         batch_size=args.batch_size,
         sequence_length=args.sequence_length,
+        runtime=args.runtime,
+        precision=args.precision,
     )
     rows, width = result["shape"]
     print(
         f"Wrote {result['file']}: {rows} vectors of {width} floats ({result['pooling']} pooling"
-        f"{', L2-normalised' if result['normalize'] else ''}), one per input line."
+        f"{', L2-normalised' if result['normalize'] else ''}), one per input line "
+        f"({result['runtime']} {result['precision']})."
     )
     return 0

@@ -5,6 +5,7 @@ import argparse
 import json
 
 from keras_bert_zoo.cli.compile_flags import add_compile_arguments
+from keras_bert_zoo.cli.runtime_flags import add_runtime_arguments
 from keras_bert_zoo.cli.task_flags import (
     PREDICT_TASKS,
     add_predict_task_flags,
@@ -55,6 +56,7 @@ def add_parser(subcommands) -> None:
             help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
             "--no-bucketing pads every batch to --sequence-length)",
         )
+        add_runtime_arguments(parser)
         add_predict_task_flags(parser, task)
         parser.set_defaults(run=run)
 
@@ -72,6 +74,8 @@ def run(args) -> int:
         sequence_length=args.sequence_length,
         jit_compile=args.jit_compile,
         bucketing=args.bucketing,
+        runtime=args.runtime,
+        precision=args.precision,
         **options,
     )
     print(f"Wrote {', '.join(result['files'])}")
