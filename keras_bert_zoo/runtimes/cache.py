@@ -19,6 +19,7 @@ import logging
 from pathlib import Path
 
 from keras_bert_zoo import __version__
+from keras_bert_zoo.console import status
 from keras_bert_zoo.presets.registry import cache_dir, load_preset_config
 from keras_bert_zoo.saving.atomic import staged_directory
 from keras_bert_zoo.saving.checksums import sha256_file
@@ -82,7 +83,7 @@ def build_once(directory: Path, build, what: str) -> Path:
     if is_built(directory):
         logger.info("Reusing the %s in %s", what, directory)
         return directory
-    logger.info("Writing the %s to %s (once; later runs reuse it)", what, directory)
+    status.info("Writing the %s to %s (once; later runs reuse it)", what, directory)
     with staged_directory(directory) as staging:
         record = build(staging) or {}
         (staging / COMPLETE).write_text(json.dumps({"what": what, **record}, indent=2) + "\n")

@@ -13,11 +13,13 @@ import importlib.util
 import json
 import logging
 import shutil
+import time
 
 import keras
 import numpy as np
 from tqdm.auto import tqdm
 
+from keras_bert_zoo.console import status
 from keras_bert_zoo.export.quantization import quantize_keras, quantize_onnx
 from keras_bert_zoo.extras import MissingExtraError
 from keras_bert_zoo.presets.factory import from_preset
@@ -116,9 +118,9 @@ def load_runner(
     key = _key(preset, task, task_kwargs)
 
     def export(staging):
-        from keras_bert_zoo.export.onnx import export_onnx  # TensorFlow at its top: only here
+        from keras_bert_zoo.export import onnx  # TensorFlow at its top: only when exporting
 
-        export_onnx(from_preset(preset, task=task, **task_kwargs), staging, overwrite=True)
+        onnx.export_onnx(from_preset(preset, task=task, **task_kwargs), staging, overwrite=True)
 
     onnx_float = cache.build_once(cache.variant_dir(key, "onnx-float32"), export, "ONNX export")
     if runtime == "onnx":
@@ -180,6 +182,7 @@ def _keras(preset, task, task_kwargs, precision, sample, jit_compile, tolerance)
     if precision == "int8":
         reference = _held_out_outputs(network, sample, None, task) if sample is not None else None
         quantize_keras(network, "int8")
+        bucketed_prediction.forget_graph(network)
         if reference is not None:
             rows, outputs, held = reference
             quantized = _held_out_outputs(network, sample, (rows, held), task)[1]
@@ -253,8 +256,20 @@ def _digest(value) -> str:
 
 @contextlib.contextmanager
 def progress_bar(total: int, what: str, runtime: str, precision: str, unit: str = "row"):
-    """One line: `embed [onnx int8]: 40%|####  | 755/1888 [00:12<00:18, 62 text/s]`;
-    yields the `progress` callable of `bucketed_prediction.predict`."""
+    """A bar at a terminal while it runs, then one `console.status` line that stays:
+    `embed [onnx int8]: 1888 texts in 40.2 s (47.0 text/s)`. Yields the `progress`
+    callable of `bucketed_prediction.predict`."""
     description = f"{what} [{runtime} {precision}]"
-    with tqdm(total=total, desc=description, unit=unit, disable=None) as bar:
+    start = time.perf_counter()
+    with tqdm(total=total, desc=description, unit=unit, leave=False, disable=None) as bar:
         yield bar.update
+    seconds = time.perf_counter() - start
+    status.info(
+        "%s: %d %ss in %.1f s (%.1f %s/s)",
+        description,
+        total,
+        unit,
+        seconds,
+        total / max(seconds, 1e-9),
+        unit,
+    )

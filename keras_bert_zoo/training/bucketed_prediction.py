@@ -146,6 +146,12 @@ def _graph_forward(model):
     return run
 
 
+def forget_graph(model) -> None:
+    """Drops `model`'s traced forward pass: after its layers change (`model.quantize`), the
+    old graph would still compute with the float kernels."""
+    _GRAPHS.pop(model, None)
+
+
 def _predict(
     model,
     x: dict,
