@@ -193,7 +193,7 @@ def test_kbz_embed_runtime_equals_keras_and_reuses_its_export(
     actual, printed = run("--runtime", runtime, "--precision", "float32")
     np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=0)
     assert f"({runtime} float32)" in printed.out
-    assert f"embed [{runtime} float32]: 301 texts in " in printed.out  # one line, its runtime
+    assert f"embed [{runtime} float32]: 301 texts in " in printed.err  # one line, its runtime
     from keras_bert_zoo.export import onnx  # the exporter, which a reuse never calls
 
     monkeypatch.setattr(onnx, "export_onnx", None)
