@@ -42,10 +42,10 @@ RANKS = [
     {"tokenization"},
     {"data"},
     {"export"},
-    {"training"},
+    {"training", "inference"},
     {"finetuning"},
     {"jobs"},
-    {"cli"},
+    {"cli", "beam"},
 ]
 MAX_LINES = 300
 HARD_MAX_LINES = 450
