@@ -30,6 +30,23 @@ def _model_source(model) -> tuple[Path, dict]:
     return model_source(path)
 
 
+def load_task_model(model, task: str, sequence_length=None, jit_compile: bool = True):
+    """`(network, preprocessor, preset config, run settings)` of a fine-tuned `task` model: a
+    run directory (its settings are the defaults) or a preset directory saved from one."""
+    preset, settings = _model_source(model)
+    config = load_preset_config(preset)
+    if config.task != task:
+        raise ValueError(
+            f"--model {model} holds a {config.task} model, not a {task}. Predict "
+            "with the task it was fine-tuned for."
+        )
+    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
+    preprocessor = BertPreprocessor.from_preset(preset, sequence_length=length)
+    network = from_preset(preset, task=task)
+    network.compile(jit_compile=jit_compile)
+    return network, preprocessor, config, settings
+
+
 def run_predict(
     task: str,
     model,
@@ -66,28 +83,21 @@ def run_predict(
     spec = FINETUNING_TASKS[task].spec
     input_file("--input", input, f"a {spec.file_kind} file")
     output_file("--output", output, "prediction file", spec.prediction_file)
-    preset, settings = _model_source(model)
-    config = load_preset_config(preset)
-    if config.task != task:
-        raise ValueError(
-            f"--model {model} holds a {config.task} model, not a {task}. Predict "
-            "with the task it was fine-tuned for."
-        )
-    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
+    network, preprocessor, config, settings = load_task_model(
+        model, task, sequence_length, jit_compile
+    )
     defaults = {k: settings[k] for k in spec.run_settings if k in settings}  # the run's
     if "text_columns" in defaults:
         defaults["text_columns"] = tuple(defaults["text_columns"])
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
-    preprocessor = BertPreprocessor.from_preset(preset, sequence_length=length)
     job = FINETUNING_TASKS[task](preprocessor, **options)
     dataset = job.read(
         input, label_names=config.task_config.get("label_names"), labels_optional=True
     )
     x, _, extra = job.arrays(dataset)
-    network = from_preset(preset, task=task)
-    network.compile(jit_compile=jit_compile)
     # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
     # program per bucket (`bucketed_prediction.prediction_buckets`).
+    length = preprocessor.sequence_length
     buckets = bucketed_prediction.prediction_buckets(network, length) if bucketing else [length]
     outputs = bucketed_prediction.predict(network, x, batch_size, buckets, job.sequence_outputs)
     predictions = job.predict(dataset, outputs, extra)
