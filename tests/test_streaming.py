@@ -247,3 +247,31 @@ def test_killed_embed_resumes_to_the_bytes_of_an_uninterrupted_run(tiny, tmp_pat
     kill_and_resume([*command, "--output", str(output)], output)
     assert output.read_bytes() == (tmp_path / "straight.npy").read_bytes()
     assert not progress_path(output).exists()
+
+
+@pytest.mark.e2e  # subprocesses killed with SIGKILL, then the same command
+def test_killed_predict_classify_resumes_to_the_bytes_of_the_whole_file_run(tiny, tmp_path):
+    """An unlabelled TSV streamed in windows of 200 and killed twice: the same prediction file
+    labels as `kbz predict classify` in one window (the whole file at once), probabilities
+    equal to float32 rounding (other length buckets)."""
+    import keras_bert_zoo as kbz
+
+    model = kbz.from_preset(
+        str(tiny), task="classifier", num_classes=3, label_names=["a", "b", "c"]
+    )
+    preset = kbz.save_preset(model, tmp_path / "classifier")
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("id\tsentence\n" + "".join(f"{i}\t{t}\n" for i, t in enumerate(_texts(3000, 2))))
+    command = ["predict", "classify", "--model", str(preset), "--input", str(tsv)]
+    whole = [*command, "--output", str(tmp_path / "whole.tsv"), "--window", "100000"]
+    assert main(whole) == 0
+    output = tmp_path / "p.tsv"
+    kill_and_resume([*command, "--output", str(output), "--window", "200"], output)
+    streamed, expected = (
+        output.read_text().splitlines(),
+        (tmp_path / "whole.tsv").read_text().splitlines(),
+    )
+    assert streamed[0] == expected[0] and len(streamed) == len(expected) == 3001
+    assert [r.split("\t")[:2] for r in streamed] == [r.split("\t")[:2] for r in expected]
+    probabilities = lambda rows: np.array([[float(v) for v in r.split("\t")[2:]] for r in rows[1:]])  # noqa: E731
+    np.testing.assert_allclose(probabilities(streamed), probabilities(expected), atol=2e-6)

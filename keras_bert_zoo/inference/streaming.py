@@ -95,7 +95,8 @@ def _skip_done(records: Iterator, output) -> int:
 
 class Progress:
     """Rows done, rate and time left: a live bar at a terminal (tqdm), else a plain status
-    line at least every `_PLAIN_EVERY_S` seconds (at each window's end) and at the end."""
+    line at least every `_PLAIN_EVERY_S` seconds (at each window's end) and at the end of a
+    run that long."""
 
     def __init__(self, total: int | None, done: int, what: str, every: float = _PLAIN_EVERY_S):
         self.total, self.first, self.what, self.every = total, done, what, every
@@ -119,7 +120,7 @@ class Progress:
             status.info(self.line(done))
 
     def close(self, done: int) -> None:
-        if self.bar.disable:
+        if self.bar.disable and time.monotonic() - self.began >= self.every:  # a long run's
             status.info(self.line(done))
         self.bar.close()
 

@@ -8,43 +8,12 @@ without answers); when they carry labels or answers, the same metrics as `kbz fi
 returned too.
 """
 
-from pathlib import Path
-
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
+from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW
 from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.presets.factory import from_preset
-from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
-from keras_bert_zoo.tokenization import BertPreprocessor
+from keras_bert_zoo.jobs.predict_stream import first_line, stream_classifications
+from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
 from keras_bert_zoo.training import bucketed_prediction
-
-
-def _model_source(model) -> tuple[Path, dict]:
-    """(preset directory, the run's settings) of a run directory or a preset directory."""
-    path = Path(model)
-    if not path.is_dir():
-        raise ValueError(
-            f"--model {model} is not a directory. Pass a `kbz finetune` output "
-            "directory or a preset directory saved from a fine-tuned model."
-        )
-    return model_source(path)
-
-
-def load_task_model(model, task: str, sequence_length=None, jit_compile: bool = True):
-    """`(network, preprocessor, preset config, run settings)` of a fine-tuned `task` model: a
-    run directory (its settings are the defaults) or a preset directory saved from one."""
-    preset, settings = _model_source(model)
-    config = load_preset_config(preset)
-    if config.task != task:
-        raise ValueError(
-            f"--model {model} holds a {config.task} model, not a {task}. Predict "
-            "with the task it was fine-tuned for."
-        )
-    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
-    preprocessor = BertPreprocessor.from_preset(preset, sequence_length=length)
-    network = from_preset(preset, task=task)
-    network.compile(jit_compile=jit_compile)
-    return network, preprocessor, config, settings
 
 
 def run_predict(
@@ -56,6 +25,8 @@ def run_predict(
     sequence_length: int | None = None,
     jit_compile: bool = True,
     bucketing: bool = True,
+    window: int = DEFAULT_WINDOW,
+    restart: bool = False,
     **options,
 ) -> dict:
     """Predicts `input` with the fine-tuned `model`; writes the prediction file(s) at `output`.
@@ -73,6 +44,9 @@ def run_predict(
             predictions for real tokens, faster); False pads every batch to the full length.
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
+        window, restart: a classifier's file without labels is streamed `window` rows at a
+            time and continued after a kill (`jobs.predict_stream`); `restart` starts an
+            unfinished output afresh.
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 
@@ -91,6 +65,12 @@ def run_predict(
         defaults["text_columns"] = tuple(defaults["text_columns"])
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
     job = FINETUNING_TASKS[task](preprocessor, **options)
+    if task == "classifier" and bucketing and job.label_column not in first_line(input).split("\t"):
+        predictor = Predictor.of(task, network, preprocessor, config, batch_size)
+        files = stream_classifications(
+            model, predictor, input, output, job.text_columns, window, restart
+        )
+        return {"files": [str(f) for f in files], "metrics": {}}
     dataset = job.read(
         input, label_names=config.task_config.get("label_names"), labels_optional=True
     )

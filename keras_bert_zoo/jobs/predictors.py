@@ -13,13 +13,18 @@ Python: an embedder's vector, a classifier's label and scores.
 """
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 
 from keras_bert_zoo.finetuning.classifier import ClassificationTask
+from keras_bert_zoo.finetuning.truncation import full_rows
 from keras_bert_zoo.jobs.embed import embed_window, load_embedder, warn_full
-from keras_bert_zoo.jobs.predict import load_task_model
 from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.presets.factory import from_preset
+from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
 
@@ -36,6 +41,17 @@ class Predictor:
     batch_size: int = 64
     label_names: list | None = None
     truncated: int = 0  # inputs so far that filled every token position
+    full_rows: list = dataclasses.field(default_factory=list)  # those of the last call
+
+    @classmethod
+    def of(cls, task, network, preprocessor, config, batch_size: int = 64) -> "Predictor":
+        """The predictor of a loaded task model (`load_task_model`); a classifier without
+        recorded class names gets "0", "1", ..."""
+        names = config.task_config.get("label_names")
+        classes = config.task_config.get("num_classes", 1)
+        if task == "classifier" and names is None and classes > 1:
+            names = [str(i) for i in range(classes)]
+        return cls(task, network, preprocessor, batch_size, names)
 
     def __call__(self, inputs: list):
         if self.task == "embedder":
@@ -51,7 +67,8 @@ class Predictor:
             raise ValueError("Pass texts or (text, text) pairs to a classifier, not a mix.")
         second = [p[1] for p in pairs] if pairs and len(pairs[0]) == 2 else None
         x = packed_arrays(self.preprocessor, [p[0] for p in pairs], second)
-        self.truncated += int(np.sum(np.asarray(x["padding_mask"])[:, -1]))
+        self.full_rows = list(full_rows(x["padding_mask"]))
+        self.truncated += len(self.full_rows)
         length = self.preprocessor.sequence_length
         buckets = bucketed_prediction.prediction_buckets(self.network, length)
         logits = bucketed_prediction.predict(self.network, x, self.batch_size, buckets, False)
@@ -81,8 +98,32 @@ def load_predictor(
         return Predictor(task, network, preprocessor, batch_size)
     if task not in PREDICTOR_TASKS:
         raise ValueError(f"Unknown task {task!r}. Expected one of {list(PREDICTOR_TASKS)}.")
-    network, preprocessor, config, _ = load_task_model(model, task, sequence_length)
-    names = config.task_config.get("label_names")
-    if names is None and config.task_config.get("num_classes", 1) > 1:
-        names = [str(i) for i in range(config.task_config["num_classes"])]
-    return Predictor(task, network, preprocessor, batch_size, names)
+    return Predictor.of(task, *load_task_model(model, task, sequence_length)[:3], batch_size)
+
+
+def _model_source(model) -> tuple[Path, dict]:
+    """(preset directory, the run's settings) of a run directory or a preset directory."""
+    path = Path(model)
+    if not path.is_dir():
+        raise ValueError(
+            f"--model {model} is not a directory. Pass a `kbz finetune` output "
+            "directory or a preset directory saved from a fine-tuned model."
+        )
+    return model_source(path)
+
+
+def load_task_model(model, task: str, sequence_length=None, jit_compile: bool = True):
+    """`(network, preprocessor, preset config, run settings)` of a fine-tuned `task` model: a
+    run directory (its settings are the defaults) or a preset directory saved from one."""
+    preset, settings = _model_source(model)
+    config = load_preset_config(preset)
+    if config.task != task:
+        raise ValueError(
+            f"--model {model} holds a {config.task} model, not a {task}. Predict "
+            "with the task it was fine-tuned for."
+        )
+    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
+    preprocessor = BertPreprocessor.from_preset(preset, sequence_length=length)
+    network = from_preset(preset, task=task)
+    network.compile(jit_compile=jit_compile)
+    return network, preprocessor, config, settings

@@ -4,6 +4,7 @@ writes its validation predictions, and the metrics where the file has labels."""
 import argparse
 import json
 
+from keras_bert_zoo.cli.common import add_stream_arguments
 from keras_bert_zoo.cli.compile_flags import add_compile_arguments
 from keras_bert_zoo.cli.task_flags import (
     PREDICT_TASKS,
@@ -55,6 +56,8 @@ def add_parser(subcommands) -> None:
             help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
             "--no-bucketing pads every batch to --sequence-length)",
         )
+        if task == "classify":  # streamed when the file has no labels (jobs.predict_stream)
+            add_stream_arguments(parser)
         add_predict_task_flags(parser, task)
         parser.set_defaults(run=run)
 
@@ -63,6 +66,8 @@ def run(args) -> int:
     from keras_bert_zoo.jobs import predict  # when run: --help stays instant
 
     options = predict_options(args)
+    if hasattr(args, "window"):
+        options.update(window=args.window, restart=args.restart)
     result = predict.run_predict(
         PREDICT_TASKS[args.task],
         args.model,
