@@ -275,3 +275,14 @@ def test_killed_predict_classify_resumes_to_the_bytes_of_the_whole_file_run(tiny
     assert [r.split("\t")[:2] for r in streamed] == [r.split("\t")[:2] for r in expected]
     probabilities = lambda rows: np.array([[float(v) for v in r.split("\t")[2:]] for r in rows[1:]])  # noqa: E731
     np.testing.assert_allclose(probabilities(streamed), probabilities(expected), atol=2e-6)
+
+
+def test_a_second_writer_of_the_same_output_is_refused(tmp_path):
+    path = tmp_path / "v.npy"
+    with StreamOutput(path, {"rows": 2}, NpyRows(2, 3)) as first:
+        with pytest.raises(ValueError, match="being written by another kbz run"):
+            StreamOutput(path, {"rows": 2}, NpyRows(2, 3)).__enter__()
+        first.write(0, np.ones((2, 3)))
+        first.commit(2, (2, "digest"))
+    np.testing.assert_array_equal(np.load(path), np.ones((2, 3)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.npy"]  # no record, no partial

@@ -18,6 +18,7 @@ they are written at the same place, so the file holds them once.
 """
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -81,13 +82,39 @@ class StreamOutput(contextlib.AbstractContextManager):
         self.rows, self.mark = 0, EMPTY_MARK
 
     def __enter__(self):
-        state = self._stored_state()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.writer.open(self.partial, state)
+        self._lock = self._acquire()
+        try:
+            self.writer.open(self.partial, self._stored_state())
+        except BaseException:
+            self._lock.close()
+            raise
         return self
 
+    def _acquire(self):
+        """The partial file, opened and locked (`flock`, released by the kernel when the
+        process ends, even by `kill -9`): a second run writing the same output stops at
+        once. Checked to be the file under that name (a finishing run renames it)."""
+        while True:
+            handle = open(self.partial, "ab")  # noqa: SIM115 (held for the whole run)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                raise ValueError(
+                    f"{self.path} is being written by another kbz run. Wait for it to finish, "
+                    "or choose another output."
+                ) from None
+            try:
+                same = os.stat(self.partial).st_ino == os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return handle
+            handle.close()
+
     def _stored_state(self) -> dict | None:
-        if self.restart or not (self.record.is_file() and self.partial.is_file()):
+        if self.restart or not self.record.is_file() or not self.partial.stat().st_size:
             return None  # nothing started, or a finished file whose record was not removed
         stored = json.loads(self.record.read_text())
         problems = differences(stored["identity"], self.identity)
@@ -112,11 +139,17 @@ class StreamOutput(contextlib.AbstractContextManager):
 
     def __exit__(self, exc_type=None, *exc_info):
         self.writer.close()
-        if exc_type is None:
-            fsync_path(self.partial)
-            os.replace(self.partial, self.path)
-            fsync_path(self.path.parent)
-            self.record.unlink(missing_ok=True)
+        try:
+            if exc_type is None:
+                fsync_path(self.partial)
+                os.replace(self.partial, self.path)
+                fsync_path(self.path.parent)
+                self.record.unlink(missing_ok=True)
+            elif not self.rows:  # nothing committed: nothing to continue, leave no trace
+                self.partial.unlink(missing_ok=True)
+                self.record.unlink(missing_ok=True)
+        finally:
+            self._lock.close()
 
 
 class NpyRows:
