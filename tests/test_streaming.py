@@ -286,3 +286,44 @@ def test_a_second_writer_of_the_same_output_is_refused(tmp_path):
         first.commit(2, (2, "digest"))
     np.testing.assert_array_equal(np.load(path), np.ones((2, 3)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.npy"]  # no record, no partial
+
+
+def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypatch):
+    """A words-only CoNLL file of 300 sentences (a -DOCSTART- line, blank runs) tagged in
+    windows of 50 sentences, stopped after two windows and continued: the same file as one
+    uninterrupted run, and the same tags as the whole file in one window."""
+    import keras_bert_zoo as kbz
+    from keras_bert_zoo.jobs import predict_stream
+
+    names = ["O", "B-x", "I-x"]
+    model = kbz.from_preset(str(tiny), task="tagger", num_tags=3, label_names=names)
+    preset = kbz.save_preset(model, tmp_path / "tagger")
+    sentences = [t.split() for t in _texts(300, 4)]
+    text = "-DOCSTART-\n\n" + "\n\n".join("".join(w + "\n" for w in s) for s in sentences) + "\n\n"
+    (tmp_path / "words.conll").write_text(text)
+    command = ["predict", "tag", "--model", str(preset), "--input", str(tmp_path / "words.conll")]
+    command += ["--no-jit-compile"]
+    assert main([*command, "--output", str(tmp_path / "whole.conll"), "--window", "1000"]) == 0
+    assert main([*command, "--output", str(tmp_path / "straight.conll"), "--window", "50"]) == 0
+    output = tmp_path / "p.conll"
+    calls, predict = [], predict_stream.bucketed_prediction.predict
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Stop("crash")
+        return predict(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+        with pytest.raises(_Stop):
+            main([*command, "--output", str(output), "--window", "50"])
+    assert json.loads(progress_path(output).read_text())["rows"] == 100
+    assert main([*command, "--output", str(output), "--window", "50"]) == 0
+    assert output.read_bytes() == (tmp_path / "straight.conll").read_bytes()
+    blocks = [b.split("\n") for b in output.read_text().strip("\n").split("\n\n")]
+    assert [[line.split("\t")[0] for line in b] for b in blocks] == sentences
+    whole = (tmp_path / "whole.conll").read_text()
+    assert [line.split("\t")[1] for line in output.read_text().split("\n") if line] == [
+        line.split("\t")[1] for line in whole.split("\n") if line
+    ]

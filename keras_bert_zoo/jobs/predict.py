@@ -11,7 +11,12 @@ returned too.
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW
 from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.jobs.predict_stream import first_line, stream_classifications
+from keras_bert_zoo.jobs.predict_stream import (
+    first_line,
+    stream_classifications,
+    stream_tags,
+    words_only,
+)
 from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
 from keras_bert_zoo.training import bucketed_prediction
 
@@ -70,6 +75,10 @@ def run_predict(
         files = stream_classifications(
             model, predictor, input, output, job.text_columns, window, restart
         )
+        return {"files": [str(f) for f in files], "metrics": {}}
+    if task == "tagger" and bucketing and words_only(input):
+        predictor = Predictor.of(task, network, preprocessor, config, batch_size)
+        files = stream_tags(model, predictor, input, output, window, restart)
         return {"files": [str(f) for f in files], "metrics": {}}
     dataset = job.read(
         input, label_names=config.task_config.get("label_names"), labels_optional=True

@@ -56,7 +56,7 @@ def add_parser(subcommands) -> None:
             help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
             "--no-bucketing pads every batch to --sequence-length)",
         )
-        if task == "classify":  # streamed when the file has no labels (jobs.predict_stream)
+        if task in ("classify", "tag"):  # streamed without labels (jobs.predict_stream)
             add_stream_arguments(parser)
         add_predict_task_flags(parser, task)
         parser.set_defaults(run=run)
