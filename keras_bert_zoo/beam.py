@@ -1,10 +1,15 @@
 """Apache Beam's `RunInference` with kbz models: `KbzModelHandler`.
 
-A `ModelHandler` (`apache_beam.ml.inference.base`) whose elements are raw inputs, texts
-for an embedder, texts or `(text, text)` pairs for a classifier, and whose
+A `ModelHandler` (`apache_beam.ml.inference.base`) whose elements are raw inputs and whose
 `PredictionResult.inference` is the decoded output (`jobs.predictors`, the code `kbz embed`
-and `kbz predict` run): a float32 vector, or `{"label", "scores"}` (`{"score"}` for a
-regression). Beam batches elements of similar length (`BatchElements`' `length_fn` and
+and `kbz predict` run):
+
+- embedder: a text -> a float32 vector;
+- classifier: a text or a `(text, text)` pair -> `{"label", "scores"}` (`{"score"}`, regression);
+- tagger: a text (split at whitespace) or a list of words -> `{"words", "tags"}`;
+- reranker: a `(query, passage)` pair -> `{"score"}`;
+- question_answerer: `{"question", "context"}` -> `{"answer", "nbest"}`.
+ Beam batches elements of similar length (`BatchElements`' `length_fn` and
 `bucket_boundaries`, in characters), and each batch is sorted into token-length buckets
 inside, as `kbz embed` does. The model loads once per worker process and is shared by its
 threads. Nothing here depends on a runner: the same pipeline runs on the local runners and on
@@ -44,7 +49,8 @@ class KbzModelHandler(ModelHandler):
 
     Args:
         model: a preset name or directory, or a `kbz finetune` run directory.
-        task: "embedder" (any preset) or "classifier" (a fine-tuned classifier).
+        task: "embedder" (any preset), or the task a model was fine-tuned for:
+            "classifier", "tagger", "reranker", "question_answerer".
         sequence_length: tokens per input (default: the run's, else the preset's).
         batch_size: rows per forward pass inside a Beam batch.
         min_batch_size, max_batch_size: Beam's batch bounds (elements).

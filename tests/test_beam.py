@@ -61,8 +61,8 @@ def test_the_handler_decodes_vectors_labels_and_pairs(presets):
     assert results[0].inference["label"] == max(scores, key=scores.get)
     pairs = list(classifier.run_inference([("a premise", "a hypothesis")], model))
     assert pairs[0].inference["label"] in ("no", "yes")
-    with pytest.raises(ValueError, match="Unknown task 'tagger'"):
-        KbzModelHandler(presets["classifier"], task="tagger")
+    with pytest.raises(ValueError, match="Unknown task 'tag'"):
+        KbzModelHandler(presets["classifier"], task="tag")
 
 
 @pytest.mark.e2e  # Beam's local runner with two worker processes

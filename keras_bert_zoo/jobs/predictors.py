@@ -5,7 +5,18 @@ plumbing.
 `load_predictor(model, task)` gives a `Predictor`: `predictor(inputs)` returns the outputs of
 a list of raw inputs, row-aligned (sorted by length and bucketed inside,
 `training.bucketed_prediction`), and `predictor.decode(output)` one input's result in plain
-Python: an embedder's vector, a classifier's label and scores.
+Python. Inputs and results per task:
+
+- embedder: a text -> a float32 vector;
+- classifier: a text or a `(text, text)` pair -> `{"label", "scores"}` (`{"score"}` for a
+  regression);
+- tagger: a text (split at whitespace) or a list of words -> `{"words", "tags"}`;
+- reranker: a `(query, passage)` pair -> `{"score"}` (the relevance logit);
+- question_answerer: `{"question", "context"}` -> `{"answer", "nbest"}` (SQuAD windows and
+  decoding as `kbz predict qa`).
+
+The tagger, reranker and question answerer build their task's dataset of the inputs and run
+what `kbz predict` runs on a file (`finetuning`): the same tags, scores and answers.
 
 >>> predictor = kbz.jobs.load_predictor("runs/sst2", "classifier")
 >>> [predictor.decode(p) for p in predictor(["a fine film", ("premise", "hypothesis")])]
@@ -17,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_bert_zoo import data
 from keras_bert_zoo.finetuning.classifier import ClassificationTask
+from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.finetuning.truncation import full_rows
 from keras_bert_zoo.jobs.embed import embed_window, load_embedder, warn_full
 from keras_bert_zoo.layers.common import check_positive_int
@@ -28,7 +41,8 @@ from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
 
-PREDICTOR_TASKS = ("embedder", "classifier")
+PREDICTOR_TASKS = ("embedder", "classifier", "tagger", "reranker", "question_answerer")
+_SOURCE = "<inputs>"  # the "file" named by warnings about inputs given in memory
 
 
 @dataclasses.dataclass
@@ -48,8 +62,9 @@ class Predictor:
         """The predictor of a loaded task model (`load_task_model`); a classifier without
         recorded class names gets "0", "1", ..."""
         names = config.task_config.get("label_names")
-        classes = config.task_config.get("num_classes", 1)
-        if task == "classifier" and names is None and classes > 1:
+        task_config = config.task_config
+        classes = task_config.get("num_classes") or task_config.get("num_tags") or 1
+        if task in ("classifier", "tagger") and names is None and classes > 1:
             names = [str(i) for i in range(classes)]
         return cls(task, network, preprocessor, batch_size, names)
 
@@ -58,7 +73,24 @@ class Predictor:
             vectors, full = embed_window(self.network, self.preprocessor, inputs, self.batch_size)
             self.truncated += full
             return vectors
-        return self._classify(inputs)
+        if self.task == "classifier":
+            return self._classify(inputs)
+        job = FINETUNING_TASKS[self.task](self.preprocessor)
+        dataset = _dataset(self.task, inputs, self.label_names)
+        x, _, extra = job.arrays(dataset)
+        length = self.preprocessor.sequence_length
+        buckets = bucketed_prediction.prediction_buckets(self.network, length)
+        outputs = bucketed_prediction.predict(
+            self.network, x, self.batch_size, buckets, job.sequence_outputs
+        )
+        predictions = job.predict(dataset, outputs, extra)
+        if self.task == "tagger":
+            return [(s.words, tags) for s, tags in zip(dataset.sentences, predictions, strict=True)]
+        if self.task == "question_answerer":
+            return [
+                (predictions["answers"][e.qas_id], predictions["nbest"][e.qas_id]) for e in dataset
+            ]
+        return predictions
 
     def _classify(self, inputs: list) -> np.ndarray:
         """Class probabilities (or a regression's score) of texts or `(text, text)` pairs."""
@@ -76,16 +108,37 @@ class Predictor:
         return task.predict(None, logits, None)
 
     def decode(self, output):
-        """One input's result: a float32 vector, `{"label", "scores"}`, or `{"score"}`."""
+        """One input's result (the module docstring lists them)."""
         if self.task == "embedder":
             return np.asarray(output, np.float32)
-        if self.label_names is None:
+        if self.task == "tagger":
+            return {"words": list(output[0]), "tags": list(output[1])}
+        if self.task == "question_answerer":
+            return {"answer": output[0], "nbest": output[1]}
+        if self.task == "reranker" or self.label_names is None:
             return {"score": float(output)}
         scores = {name: float(p) for name, p in zip(self.label_names, output, strict=True)}
         return {"label": self.label_names[int(np.argmax(output))], "scores": scores}
 
     def warn_truncated(self, count: int) -> None:
         warn_full(self.truncated, count, self.preprocessor.sequence_length)
+
+
+def _dataset(task: str, inputs: list, names):
+    """The task's dataset of raw inputs, as its reader would give for a file of them."""
+    if task == "tagger":
+        sentences = [
+            data.TaggedSentence(i.split() if isinstance(i, str) else list(i), [], n)
+            for n, i in enumerate(inputs, 1)
+        ]
+        return data.TaggingData(_SOURCE, sentences, list(names), [])
+    if task == "reranker":
+        pairs = [data.RankingPair(str(q), str(p), None, n) for n, (q, p) in enumerate(inputs, 1)]
+        return data.RankingData(_SOURCE, pairs)
+    return [  # question_answerer
+        data.SquadExample(str(n), i["question"], i["context"], (), labelled=False)
+        for n, i in enumerate(inputs)
+    ]
 
 
 def load_predictor(
