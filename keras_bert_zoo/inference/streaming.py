@@ -80,7 +80,7 @@ def _skip_done(records: Iterator, output) -> int:
     """Reads past the records `output` already holds; the input must be unchanged there."""
     if not output.rows:
         return 0
-    mark = None
+    mark, began = None, time.monotonic()
     for pair in itertools.islice(records, output.rows):
         mark = pair[1]
     if mark != tuple(output.mark):
@@ -89,7 +89,12 @@ def _skip_done(records: Iterator, output) -> int:
             "differ from this one's, so it cannot be continued. Pass the input it started "
             "with, or --restart to start afresh."
         )
-    status.info("%s: continuing after %d rows already written.", output.path, output.rows)
+    status.info(
+        "%s: continuing after the %d rows already written (input read up to them again in %.1f s).",
+        output.path,
+        output.rows,
+        time.monotonic() - began,
+    )
     return output.rows
 
 
