@@ -11,12 +11,7 @@ returned too.
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW
 from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.jobs.predict_stream import (
-    first_line,
-    stream_classifications,
-    stream_tags,
-    words_only,
-)
+from keras_bert_zoo.jobs.predict_stream import stream_predictions, streams
 from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
 from keras_bert_zoo.training import bucketed_prediction
 
@@ -70,15 +65,9 @@ def run_predict(
         defaults["text_columns"] = tuple(defaults["text_columns"])
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
     job = FINETUNING_TASKS[task](preprocessor, **options)
-    if task == "classifier" and bucketing and job.label_column not in first_line(input).split("\t"):
+    if bucketing and streams(task, job, input):  # no labels: streamed, resumable
         predictor = Predictor.of(task, network, preprocessor, config, batch_size)
-        files = stream_classifications(
-            model, predictor, input, output, job.text_columns, window, restart
-        )
-        return {"files": [str(f) for f in files], "metrics": {}}
-    if task == "tagger" and bucketing and words_only(input):
-        predictor = Predictor.of(task, network, preprocessor, config, batch_size)
-        files = stream_tags(model, predictor, input, output, window, restart)
+        files = stream_predictions(model, predictor, job, input, output, window, restart)
         return {"files": [str(f) for f in files], "metrics": {}}
     dataset = job.read(
         input, label_names=config.task_config.get("label_names"), labels_optional=True

@@ -32,6 +32,23 @@ from keras_bert_zoo.jobs.streaming import model_identity
 from keras_bert_zoo.training import bucketed_prediction
 
 
+def streams(task: str, job, input) -> bool:
+    """Whether `kbz predict` streams `input`: a classifier's TSV without its label column, or
+    a words-only CoNLL file."""
+    if task == "classifier":
+        return job.label_column not in first_line(input).split("\t")
+    return task == "tagger" and words_only(input)
+
+
+def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
+    """The prediction file of a file `streams` accepts, written a window at a time."""
+    if predictor.task == "classifier":
+        return stream_classifications(
+            model, predictor, input, output, job.text_columns, window, restart
+        )
+    return stream_tags(model, predictor, input, output, window, restart)
+
+
 def first_line(path) -> str:
     """The first line of a text file (gzip read transparently), without reading the rest."""
     for _, line in LineSource(path):
