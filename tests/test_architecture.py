@@ -42,11 +42,11 @@ RANKS = [
     {"tokenization"},
     {"data"},
     {"export"},
-    {"training"},
+    {"training", "inference"},
     {"runtimes"},
     {"finetuning"},
     {"jobs"},
-    {"cli"},
+    {"cli", "beam"},
 ]
 MAX_LINES = 300
 HARD_MAX_LINES = 450

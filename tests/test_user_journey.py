@@ -305,8 +305,11 @@ def test_gzip_inputs_read_as_their_plain_files(tmp_path):
 
 
 def test_gzip_text_for_pretraining_and_embedding(tmp_path):
+    from keras_bert_zoo.data.line_stream import LineSource
     from keras_bert_zoo.data.pretraining.masking import _source_lines
-    from keras_bert_zoo.jobs.embed import read_lines
+
+    def read_lines(path):
+        return [line for _, line in LineSource(path)]
 
     text = DATA / "pretraining" / "sentences.txt"
     packed = _gzip(text, tmp_path / "sentences.txt.gz")

@@ -32,6 +32,11 @@ def list_outputs(output, *written) -> None:
 def interrupted(args) -> str:
     """The one line shown for Ctrl-C: where the run stopped and how to go on."""
     output = getattr(args, "output", None)
+    record = Path(output or ".")
+    record = record.with_name(f".{record.name}.progress.json")  # a streamed output's
+    if output is not None and record.is_file():
+        rows = json.loads(record.read_text())["rows"]
+        return f"interrupted. {rows} rows are written; re-run the same command to continue."
     state = Path(output or ".") / "checkpoints" / "state.json"
     if output is None or not state.is_file():
         return "interrupted before any checkpoint was written."
@@ -41,4 +46,21 @@ def interrupted(args) -> str:
     return (
         f"interrupted. The checkpoint of {where} in {state.parent} is kept; re-run the same "
         "command to resume from it."
+    )
+
+
+def add_stream_arguments(parser) -> None:
+    """`--window` and `--restart` of the streaming commands (`inference.streaming`)."""
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=10_000,
+        help="input rows held in memory at once and sorted by length for bucketing "
+        "(default: 10000); memory grows with it, not with the input",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="discard an unfinished output and start from the first row (without it, the "
+        "same command continues an unfinished output, and another one is refused)",
     )

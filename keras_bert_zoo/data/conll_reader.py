@@ -85,25 +85,11 @@ def read_conll(
     >>> new = kbz.data.read_conll("words.conll", labels_optional=True)  # new.labelled: False
     """
     lines = read_lines(path, "one `word<TAB>tag` line per word, blank lines between sentences")
-    sentences, current, width = [], [], None
-    for number, line in enumerate(lines + [""], start=1):
-        if not line.strip() or line.startswith("-DOCSTART-"):
-            if current:
-                sentences.append(
-                    TaggedSentence(
-                        [w for w, _, _ in current],
-                        [t for _, t, _ in current if t is not None],
-                        current[0][2],
-                    )
-                )
-            current = []
-            continue
-        fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
-        width = width or len(fields)
-        current.append(
-            _word_and_tag(path, number, fields, width, labels_optional, word_column, tag_column)
-        )
-    if width == 1:  # words only: text to tag
+    columns = {"word_column": word_column, "tag_column": tag_column}
+    sentences = list(
+        conll_sentences(path, enumerate(lines, 1), labels_optional=labels_optional, **columns)
+    )
+    if sentences and not sentences[0].tags:  # words only: text to tag
         return TaggingData(os.fspath(path), sentences, list(tag_names or []), [])
     names = (
         list(tag_names)
@@ -115,6 +101,37 @@ def read_conll(
         for s in sentences
     ]
     return TaggingData(os.fspath(path), sentences, names, ids)
+
+
+def conll_sentences(
+    path: PathLike,
+    numbered_lines,
+    *,
+    word_column: int = 0,
+    tag_column: int = -1,
+    labels_optional: bool = False,
+):
+    """The `TaggedSentence`s of `(number, line)` pairs, each yielded once the line that ends
+    it is read (what a streamed reader records as done); the checks of `read_conll`."""
+    current, width = [], None
+    for number, line in numbered_lines:
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if current:
+                yield _sentence(current)
+            current = []
+            continue
+        fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
+        width = width or len(fields)
+        current.append(
+            _word_and_tag(path, number, fields, width, labels_optional, word_column, tag_column)
+        )
+    if current:
+        yield _sentence(current)
+
+
+def _sentence(current) -> TaggedSentence:
+    words = [w for w, _, _ in current]
+    return TaggedSentence(words, [t for _, t, _ in current if t is not None], current[0][2])
 
 
 def _word_and_tag(path, number, fields, width, labels_optional, word_column, tag_column):

@@ -128,7 +128,25 @@ def tsv_header(path: PathLike) -> list[str]:
     return read_lines(path, "a TSV file with one example per line")[0].split("\t")
 
 
-def _column_index(path, header, column, argument, expected) -> int:
+def tsv_fields(path: PathLike, numbered_lines, width: int):
+    """`(line number, fields)` of each non-blank line of `(number, line)` pairs; a line
+    without `width` TAB-separated fields is an error naming it."""
+    for number, line in numbered_lines:
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != width:
+            raise file_error(
+                path,
+                number,
+                f"has {len(fields)} TAB-separated columns, expected {width}",
+                "Remove stray TABs inside the text, or fix the row.",
+            )
+        yield number, fields
+
+
+def column_index(path, header, column, argument, expected) -> int:
+    """The index of `column` (a name in `header`, or an index), or an error naming the flag."""
     if isinstance(column, int):
         return column
     if header is not None and column in header:
@@ -170,22 +188,13 @@ def read_glue_tsv(
     first = 2 if has_header else 1
     expected = [*text_columns, *([label_column] if label_column is not None else [])]
     expected = [str(c) for c in expected]
-    columns = [_column_index(path, header, c, "text_columns", expected) for c in text_columns]
+    columns = [column_index(path, header, c, "text_columns", expected) for c in text_columns]
     if label_column is not None:
-        columns.append(_column_index(path, header, label_column, "label_column", expected))
+        columns.append(column_index(path, header, label_column, "label_column", expected))
     width = len(header) if header else len(lines[0].split("\t"))
     examples = []
-    for number, line in enumerate(lines[first - 1 :], start=first):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != width:
-            raise file_error(
-                path,
-                number,
-                f"has {len(fields)} TAB-separated columns, expected {width}",
-                "Remove stray TABs inside the text, or fix the row.",
-            )
+    numbered = enumerate(lines[first - 1 :], start=first)
+    for number, fields in tsv_fields(path, numbered, width):
         texts = [fields[c] for c in columns[: len(text_columns)]]
         label = fields[columns[-1]].strip() if label_column is not None else None
         if label == "":

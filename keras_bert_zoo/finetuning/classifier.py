@@ -54,16 +54,20 @@ class ClassificationTask(FinetuningTask):
     def _warn_truncated(self, dataset, rows):
         """Counts the tokens of the examples that fill every position (only those)."""
         examples = [dataset.examples[i] for i in rows]
+        lengths = self.token_counts(examples)
+        length = self.preprocessor.sequence_length
+        warn_truncated(dataset.path, "examples", lengths, len(dataset.examples), length)
+
+    def token_counts(self, examples) -> dict:
+        """`{line: tokens}` of `TextExample`s, [CLS] and one [SEP] per segment included."""
         segments = [[e.text_a for e in examples]]
         if examples and examples[0].text_b is not None:
             segments.append([e.text_b for e in examples])
-        counts = [1 + len(segments)] * len(examples)  # [CLS] and one [SEP] per segment
+        counts = [1 + len(segments)] * len(examples)
         for texts in segments:
             pieces = batched(self.preprocessor.tokenizer, texts)
             counts = [c + len(ids) for c, ids in zip(counts, pieces, strict=True)]
-        lengths = {e.line: c for e, c in zip(examples, counts, strict=True)}
-        length = self.preprocessor.sequence_length
-        warn_truncated(dataset.path, "examples", lengths, len(dataset.examples), length)
+        return {e.line: c for e, c in zip(examples, counts, strict=True)}
 
     def label_names(self, dataset):
         return None if self.regression else list(dataset.label_names)

@@ -27,16 +27,27 @@ _COLLAPSED_MINIMUM = 20  # fewer unlabelled examples than this may well all be o
 def write_classifications(path, predictions: np.ndarray, label_names) -> list[Path]:
     """`predictions`: `[n]` scores (regression, `label_names` None) or `[n, classes]`."""
     path = Path(path)
-    if label_names is None:
-        rows = ["index\tprediction"] + [f"{i}\t{v:.6g}" for i, v in enumerate(predictions)]
-    else:
-        header = "\t".join(["index", "prediction"] + [f"probability_{n}" for n in label_names])
-        rows = [header] + [
-            "\t".join([str(i), str(label_names[int(p.argmax())])] + [f"{v:.6f}" for v in p])
-            for i, p in enumerate(predictions)
-        ]
-    write_text(path, "\n".join(rows) + "\n")
+    write_text(
+        path, classification_header(label_names) + classification_rows(predictions, label_names)
+    )
     return [path]
+
+
+def classification_header(label_names) -> str:
+    """The classifier TSV's header line: `index`, `prediction`, a probability per class."""
+    if label_names is None:
+        return "index\tprediction\n"
+    return "\t".join(["index", "prediction"] + [f"probability_{n}" for n in label_names]) + "\n"
+
+
+def classification_rows(predictions: np.ndarray, label_names, start: int = 0) -> str:
+    """The TSV lines of `predictions`, indexed from `start` (a streamed window's first row)."""
+    if label_names is None:
+        return "".join(f"{i}\t{v:.6g}\n" for i, v in enumerate(predictions, start))
+    return "".join(
+        "\t".join([str(i), str(label_names[int(p.argmax())])] + [f"{v:.6f}" for v in p]) + "\n"
+        for i, p in enumerate(predictions, start)
+    )
 
 
 def write_conll(path, sentences, tags) -> list[Path]:
@@ -67,30 +78,39 @@ def warn_if_collapsed(predicted, gold, label_names, source) -> None:
     predicted = np.asarray(predicted, np.int64)
     counts = np.bincount(predicted, minlength=len(label_names))
     top = int(counts.argmax())
+    if gold is None or not len(gold):
+        warn_if_collapsed_counts(counts, label_names, source)
+        return
     if len(predicted) < 2 or counts[top] < _COLLAPSED_SHARE * len(predicted):
         return
-    name, many = label_names[top], f"{counts[top]} of {len(predicted)} predictions"
-    if gold is not None and len(gold):
-        share = float(np.mean(np.asarray(gold) == top))
-        if share >= _COLLAPSED_SHARE:  # the data is (nearly) all that class too
-            return
-        logger.warning(
-            "%s: %s are class %r although %.0f%% of the labels are: the model learned nothing "
-            "useful. Train longer, or change the learning rate.",
-            source,
-            many,
-            name,
-            100 * share,
-        )
-    elif len(predicted) >= _COLLAPSED_MINIMUM:
-        logger.warning(
-            "%s: %s are class %r (the file has no labels to check them): a model that predicts "
-            "one class has usually learned nothing useful. Check its validation metrics "
-            "(metrics.json of the run), or train longer or with another learning rate.",
-            source,
-            many,
-            name,
-        )
+    share = float(np.mean(np.asarray(gold) == top))
+    if share >= _COLLAPSED_SHARE:  # the data is (nearly) all that class too
+        return
+    logger.warning(
+        "%s: %s are class %r although %.0f%% of the labels are: the model learned nothing "
+        "useful. Train longer, or change the learning rate.",
+        source,
+        f"{counts[top]} of {len(predicted)} predictions",
+        label_names[top],
+        100 * share,
+    )
+
+
+def warn_if_collapsed_counts(counts, label_names, source) -> None:
+    """`warn_if_collapsed` without labels, from the count of predictions per class (what a
+    streamed file keeps)."""
+    counts = np.asarray(counts)
+    total, top = int(counts.sum()), int(counts.argmax())
+    if total < _COLLAPSED_MINIMUM or counts[top] < _COLLAPSED_SHARE * total:
+        return
+    logger.warning(
+        "%s: %s are class %r (the file has no labels to check them): a model that predicts "
+        "one class has usually learned nothing useful. Check its validation metrics "
+        "(metrics.json of the run), or train longer or with another learning rate.",
+        source,
+        f"{counts[top]} of {total} predictions",
+        label_names[top],
+    )
 
 
 def warn_if_all_outside(predicted, gold, source) -> None:

@@ -29,6 +29,13 @@ class TaggingTask(FinetuningTask):
         return data.read_conll(path, tag_names=label_names, labels_optional=labels_optional)
 
     def arrays(self, dataset):
+        x, labels, word_index, lengths = self.encode(dataset)
+        length = self.preprocessor.sequence_length
+        warn_truncated(dataset.path, "sentences", lengths, len(dataset.sentences), length)
+        return x, labels, word_index
+
+    def encode(self, dataset):
+        """`(x, labels, word_index, {line: tokens} of the truncated sentences)`."""
         tokenizer = self.preprocessor.tokenizer
         words = sorted({w for s in dataset.sentences for w in s.words})
         pieces = dict(zip(words, batched(tokenizer, words), strict=True))
@@ -45,10 +52,8 @@ class TaggingTask(FinetuningTask):
             for s, placed in zip(dataset.sentences, encoded["word_index"].max(1), strict=True)
             if placed + 1 < len(s.words)
         }
-        length = self.preprocessor.sequence_length
-        warn_truncated(dataset.path, "sentences", lengths, len(dataset.sentences), length)
         x = {k: encoded[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-        return x, encoded["labels"], encoded["word_index"]
+        return x, encoded["labels"], encoded["word_index"], lengths
 
     def label_names(self, dataset):
         return list(dataset.tag_names)

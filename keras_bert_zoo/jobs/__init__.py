@@ -24,6 +24,7 @@ _EXPORTS = {
     "PretrainConfig": f"{_PACKAGE}.config",
     "embed_texts": f"{_PACKAGE}.embed",
     "load_embedder": f"{_PACKAGE}.embed",
+    "load_predictor": f"{_PACKAGE}.predictors",
     "recall_at_k": f"{_PACKAGE}.embed",
     "run_embed": f"{_PACKAGE}.embed",
     "run_finetune": f"{_PACKAGE}.finetune",

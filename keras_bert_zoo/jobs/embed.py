@@ -13,16 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_bert_zoo.data.readers import open_text
+from keras_bert_zoo.data.line_stream import LineSource, count_lines
+from keras_bert_zoo.inference.outputs import NpyRows, StreamOutput
+from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW, Progress, stream
 from keras_bert_zoo.jobs.checks import input_file, output_file
+from keras_bert_zoo.jobs.streaming import model_identity
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
-from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
-from keras_bert_zoo.saving.atomic import staged_file
+from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching, bucketed_prediction
@@ -54,38 +56,45 @@ def embedding_preprocessor(model, sequence_length: int | None = None):
     return source, BertPreprocessor.from_preset(source, sequence_length=length)
 
 
-def embed_texts(
-    embedder, preprocessor, texts, batch_size: int = 64, x: dict | None = None, progress=None
-) -> np.ndarray:
+def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarray:
     """`[len(texts), hidden]` float32 vectors, in the order of `texts`.
 
     All texts are tokenized at once, then embedded sorted by length in batches trimmed to
     their length bucket (`bucketed_prediction.predict`): a corpus of short questions and long
     paragraphs is not padded to the longest text. Texts longer than the preprocessor's
-    `sequence_length` are truncated (logged with a count, never silently). `embedder` is a
-    Keras embedder or a `runtimes` runner; `x`, the texts already tokenized, skips that step;
-    `progress(rows)` is called after each length bucket.
+    `sequence_length` are truncated (logged with a count, never silently).
 
     >>> vectors = kbz.jobs.embed_texts(embedder, pre, ["A sentence.", "Another one."])
     """
     check_positive_int("batch_size", batch_size)
     texts = [str(t) for t in texts]
+    vectors, full = embed_window(embedder, preprocessor, texts, batch_size)
+    warn_full(full, len(texts), preprocessor.sequence_length)
+    return vectors
+
+
+def embed_window(embedder, preprocessor, texts, batch_size: int) -> tuple[np.ndarray, int]:
+    """`(vectors, how many texts fill every token position)` of a list of texts: the
+    streaming engine's window, which warns once for the whole input."""
     if not texts:
-        return np.zeros((0, embedder.output_shape[-1]), np.float32)
-    x = _packed(preprocessor, texts) if x is None else x
+        return np.zeros((0, embedder.output_shape[-1]), np.float32), 0
+    x = _packed(preprocessor, texts)
     length = preprocessor.sequence_length
     full = int(np.sum(batching.real_lengths(x) == length))
+    buckets = bucketed_prediction.prediction_buckets(embedder, length)
+    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
+    return np.asarray(vectors, np.float32), full
+
+
+def warn_full(full: int, count: int, length: int) -> None:
     if full:
         logger.warning(
             "%d of %d texts fill all %d token positions and may be truncated; a larger "
             "sequence_length (--sequence-length) keeps more of them.",
             full,
-            len(texts),
+            count,
             length,
         )
-    buckets = bucketed_prediction.prediction_buckets(embedder, length)
-    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, False, progress)
-    return np.asarray(vectors, np.float32)
 
 
 def _packed(preprocessor, texts, chunk: int = 4096) -> dict:
@@ -104,56 +113,88 @@ def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:
     return retrieval_scores(retrieval_ranks(query_vectors, index_vectors, targets), ks)
 
 
-def read_lines(path, flag: str = "--input") -> list[str]:
-    """The lines of a UTF-8 text file (one text per line; gzip read transparently), or an
-    error naming `flag`."""
-    path = input_file(flag, path, "a text file, one text per line")
-    with open_text(path) as handle:
-        lines = handle.read().splitlines()
-    if not lines:
-        raise ValueError(f"{flag} {path} is empty. Pass a text file with one text per line.")
-    return lines
-
-
 def run_embed(
     model,
     input,
     output,
     batch_size: int = 64,
     sequence_length: int | None = None,
+    window: int = DEFAULT_WINDOW,
+    restart: bool = False,
     runtime: str = DEFAULT_RUNTIME,
     precision: str = DEFAULT_PRECISION,
 ) -> dict:
-    """Embeds each line of `input` (one vector per line, blank lines too) into `output` .npy.
+    """Embeds each line of `input` (one vector per line, blank lines too) into `output` .npy,
+    streaming: `window` lines at a time are read, sorted by length, embedded and written
+    into the preallocated file, so memory holds one window, never the input; a killed run
+    continues where it stopped when the same command runs again (`inference.outputs`).
 
     Args:
         model: a preset name or directory, or a `kbz finetune embed` output directory.
-        input: a UTF-8 text file, one text per line.
-        output: the `.npy` file to write (float32 `[lines, hidden]`), written atomically
-            (an existing file is replaced).
+        input: a UTF-8 text file, one text per line (gzip read transparently).
+        output: the `.npy` file to write (float32 `[lines, hidden]`); it appears complete
+            or not at all (an existing file is replaced at the end).
         sequence_length: tokens per text (default: the run's own, else the length the
             preset records, such as a sentence-transformers model's `max_seq_length`, else 128).
+        window: lines held in memory at once (and sorted by length for bucketing).
+        restart: discard an unfinished output and start afresh (by default the same
+            command continues it, and a different run is refused).
         runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`; the exported ones
             are written once into the cache and reused).
         precision: "float32" or "int8"; an int8 model is checked against float32 on rows of
             `input` when it is written, and a loss above the tolerance is a warning.
 
-    >>> kbz.training.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
+    >>> kbz.jobs.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
     """
     output = Path(output)
     output_file("--output", output, "the .npy file of vectors", "vectors.npy")
     if output.suffix != ".npy":
         raise ValueError(f"--output must be a .npy file. Received: {output}")
     check_positive_int("batch_size", batch_size)
+    check_positive_int("window", window)
     check_runtime(runtime, precision, model, "embedder")
-    texts = read_lines(input)
+    path = input_file("--input", input, "a text file, one text per line")
+    rows = count_lines(path)
+    if not rows:
+        raise ValueError(f"--input {path} is empty. Pass a text file with one text per line.")
     source, preprocessor = embedding_preprocessor(model, sequence_length)
-    x = _packed(preprocessor, texts)
-    embedder = load_runner(source, "embedder", runtime, precision, sample=x)
-    with progress_bar(len(texts), "embed", runtime, precision, "text") as advance:
-        vectors = embed_texts(embedder, preprocessor, texts, batch_size, x, advance)
-    with staged_file(output) as temporary:
-        with open(temporary, "wb") as file:
-            np.save(file, vectors)
-    result = {"file": str(output), "shape": list(vectors.shape), **embedder.task_config}
+    sample = _packed(preprocessor, _first_lines(path, _SAMPLE_ROWS))  # int8: calibration
+    embedder = load_runner(source, "embedder", runtime, precision, sample=sample)
+    width = np.asarray(embedder.predict({k: v[:1] for k, v in sample.items()})).shape[-1]
+    length = preprocessor.sequence_length
+    identity = {
+        "command": "embed",
+        "model": model_identity(model),
+        "runtime": runtime,
+        "precision": precision,
+        "sequence_length": length,
+        "batch_size": batch_size,
+        "window": window,
+        "rows": rows,
+    }
+    source, full = LineSource(path), [0]
+
+    def embed(texts):
+        vectors, count = embed_window(embedder, preprocessor, texts, batch_size)
+        full[0] += count
+        return vectors
+
+    records = ((text, source.mark()) for _, text in source)
+    with StreamOutput(output, identity, NpyRows(rows, width), restart) as out:
+        progress = Progress(rows, out.rows, f"embed [{runtime} {precision}]")
+        stream(records, embed, out, window, progress)
+    warn_full(full[0], rows, length)
+    result = {"file": str(output), "shape": [rows, width], **embedder.task_config}
     return {**result, "runtime": runtime, "precision": precision}
+
+
+_SAMPLE_ROWS = 1000  # rows an int8 export calibrates and is checked on (runtimes.loading)
+
+
+def _first_lines(path, count: int) -> list[str]:
+    texts = []
+    for _, text in LineSource(path):
+        texts.append(text)
+        if len(texts) == count:
+            break
+    return texts

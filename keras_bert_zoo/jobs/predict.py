@@ -9,27 +9,14 @@ returned too. The model runs in Keras or, exported once, in ONNX Runtime or Open
 float32 or int8 (`keras_bert_zoo.runtimes`); every task decodes the outputs the same way.
 """
 
-from pathlib import Path
-
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
+from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW
 from keras_bert_zoo.jobs.checks import input_file, output_file
-from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.jobs.predict_stream import stream_predictions, streams
+from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
-from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import bucketed_prediction
-
-
-def _model_source(model) -> tuple[Path, dict]:
-    """(preset directory, the run's settings) of a run directory or a preset directory."""
-    path = Path(model)
-    if not path.is_dir():
-        raise ValueError(
-            f"--model {model} is not a directory. Pass a `kbz finetune` output "
-            "directory or a preset directory saved from a fine-tuned model."
-        )
-    return model_source(path)
 
 
 def run_predict(
@@ -41,6 +28,8 @@ def run_predict(
     sequence_length: int | None = None,
     jit_compile: bool = True,
     bucketing: bool = True,
+    window: int = DEFAULT_WINDOW,
+    restart: bool = False,
     runtime: str = DEFAULT_RUNTIME,
     precision: str = DEFAULT_PRECISION,
     **options,
@@ -60,8 +49,12 @@ def run_predict(
             predictions for real tokens, faster); False pads every batch to the full length.
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
+        window, restart: a classifier's file without labels is streamed `window` rows at a
+            time and continued after a kill (`jobs.predict_stream`); `restart` starts an
+            unfinished output afresh.
         runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`); the exported
-            ones are written once into the cache and reused.
+            ones are written once into the cache and reused. Streaming runs on Keras; another
+            runtime predicts the file whole.
         precision: "float32" or "int8"; an int8 model is checked against float32 on rows of
             `input` when it is written, and a loss above the tolerance is a warning.
 
@@ -74,28 +67,31 @@ def run_predict(
     spec = FINETUNING_TASKS[task].spec
     input_file("--input", input, f"a {spec.file_kind} file")
     output_file("--output", output, "prediction file", spec.prediction_file)
-    preset, settings = _model_source(model)
-    config = load_preset_config(preset)
-    if config.task != task:
-        raise ValueError(
-            f"--model {model} holds a {config.task} model, not a {task}. Predict "
-            "with the task it was fine-tuned for."
-        )
-    check_runtime(runtime, precision, preset, task)
-    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
+    keras = runtime == DEFAULT_RUNTIME and precision == DEFAULT_PRECISION
+    network, preprocessor, config, settings = load_task_model(
+        model, task, sequence_length, jit_compile, build=keras
+    )
+    check_runtime(runtime, precision, config.directory, task)
     defaults = {k: settings[k] for k in spec.run_settings if k in settings}  # the run's
     if "text_columns" in defaults:
         defaults["text_columns"] = tuple(defaults["text_columns"])
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
-    preprocessor = BertPreprocessor.from_preset(preset, sequence_length=length)
     job = FINETUNING_TASKS[task](preprocessor, **options)
+    if keras and bucketing and streams(task, job, input):  # no labels: streamed, resumable
+        predictor = Predictor.of(task, network, preprocessor, config, batch_size)
+        files = stream_predictions(model, predictor, job, input, output, window, restart)
+        return {"files": [str(f) for f in files], "metrics": {}}
     dataset = job.read(
         input, label_names=config.task_config.get("label_names"), labels_optional=True
     )
     x, _, extra = job.arrays(dataset)
-    network = load_runner(preset, task, runtime, precision, sample=x, jit_compile=jit_compile)
+    if not keras:
+        network = load_runner(
+            config.directory, task, runtime, precision, sample=x, jit_compile=jit_compile
+        )
     # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
     # program per bucket (`bucketed_prediction.prediction_buckets`).
+    length = preprocessor.sequence_length
     buckets = bucketed_prediction.prediction_buckets(network, length) if bucketing else [length]
     with progress_bar(len(x["token_ids"]), "predict", runtime, precision, "example") as advance:
         outputs = bucketed_prediction.predict(

@@ -1,6 +1,7 @@
 """`kbz embed`: one sentence vector per line of a text file (`jobs.embed`). Training an
 embedder is `kbz finetune embed`, as every task's training."""
 
+from keras_bert_zoo.cli.common import add_stream_arguments
 from keras_bert_zoo.cli.compile_flags import add_compile_cache_argument
 from keras_bert_zoo.cli.runtime_flags import add_runtime_arguments
 
@@ -17,6 +18,7 @@ def add_parser(subcommands) -> None:
         help="tokens per text (default: the run's, else the preset's recorded length, such as "
         "a converted sentence-transformers model's max_seq_length, else 128)",
     )
+    add_stream_arguments(embed)
     add_compile_cache_argument(embed)
     add_runtime_arguments(embed)
     embed.set_defaults(run=run)
@@ -33,6 +35,8 @@ def run(args) -> int:
         sequence_length=args.sequence_length,
         runtime=args.runtime,
         precision=args.precision,
+        window=args.window,
+        restart=args.restart,
     )
     rows, width = result["shape"]
     print(

@@ -4,6 +4,7 @@ writes its validation predictions, and the metrics where the file has labels."""
 import argparse
 import json
 
+from keras_bert_zoo.cli.common import add_stream_arguments
 from keras_bert_zoo.cli.compile_flags import add_compile_arguments
 from keras_bert_zoo.cli.runtime_flags import add_runtime_arguments
 from keras_bert_zoo.cli.task_flags import (
@@ -57,6 +58,8 @@ def add_parser(subcommands) -> None:
             "--no-bucketing pads every batch to --sequence-length)",
         )
         add_runtime_arguments(parser)
+        if task in ("classify", "tag"):  # streamed without labels (jobs.predict_stream)
+            add_stream_arguments(parser)
         add_predict_task_flags(parser, task)
         parser.set_defaults(run=run)
 
@@ -65,6 +68,8 @@ def run(args) -> int:
     from keras_bert_zoo.jobs import predict  # when run: --help stays instant
 
     options = predict_options(args)
+    if hasattr(args, "window"):
+        options.update(window=args.window, restart=args.restart)
     result = predict.run_predict(
         PREDICT_TASKS[args.task],
         args.model,

@@ -1,0 +1,105 @@
+"""`kbz embed` streamed: peak resident memory and throughput at several input sizes, the
+in-memory path of an older checkout beside it, the cost of a resume, and the Apache Beam
+example on two local workers.
+
+    python benchmarks/streaming_embed.py --model bert_tiny_en_uncased --lines 10000 100000 \\
+        [--baseline OTHER_CHECKOUT] [--resume] [--beam]
+
+Each run is a fresh `kbz embed` process (`/usr/bin/time -v` gives the peak RSS; the wall time
+includes the start-up). `--baseline` runs the same command from another checkout (the
+in-memory `kbz embed` before streaming) on the smallest size, interleaved with this one.
+`--resume` kills the largest run with SIGKILL once half its rows are committed and reports
+how long the resumed run took to read past them. `--beam` runs `examples/beam_embed.py`
+(the `beam` extra) on the smallest size with two worker processes.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _corpus(path: Path, lines: int) -> None:
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(2000)]
+    with open(path, "w") as handle:
+        for _ in range(lines):
+            handle.write(" ".join(rng.choice(words, rng.integers(3, 30))) + "\n")
+
+
+def _run(arguments: list[str], checkout: Path = ROOT) -> tuple[float, float, str]:
+    began = time.monotonic()
+    result = subprocess.run(
+        ["/usr/bin/time", "-v", sys.executable, *arguments],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), *sys.path[1:]])},
+    )
+    peak = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)[1])
+    return time.monotonic() - began, peak / 1024, result.stdout
+
+
+def _show(what: str, lines: int, seconds: float, peak: float) -> None:
+    rate = lines / seconds
+    print(f"{what:>10} {lines:>9,} lines: {seconds:6.1f} s, {rate:7,.0f} lines/s, {peak:,.0f} MiB")
+
+
+def _resume(command: list[str], output: Path, lines: int) -> None:
+    record = output.with_name(f".{output.name}.progress.json")
+    process = subprocess.Popen(
+        [sys.executable, *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    while process.poll() is None:
+        if record.is_file() and json.loads(record.read_text())["rows"] >= lines // 2:
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    process.wait()
+    seconds, peak, out = _run(command)
+    skipped = re.search(r"continuing after the (\d+) rows .* in ([\d.]+) s", out)
+    print(f"    resume: {int(skipped[1]):,} rows read past in {skipped[2]} s (run {seconds:.1f} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--lines", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--window", type=int, default=10_000)
+    parser.add_argument("--baseline", type=Path, help="a checkout with the in-memory kbz embed")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--beam", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        for lines in args.lines:
+            corpus, output = Path(root) / f"{lines}.txt", Path(root) / f"{lines}.npy"
+            _corpus(corpus, lines)
+            command = ["-m", "keras_bert_zoo.cli", "embed", "--model", args.model]
+            command += ["--input", str(corpus), "--output", str(output)]
+            if args.baseline and lines == min(args.lines):
+                _show("in-memory", lines, *_run(command, args.baseline)[:2])
+            _show("streamed", lines, *_run([*command, "--window", str(args.window)])[:2])
+            if args.baseline and lines == min(args.lines):
+                _show("in-memory", lines, *_run(command, args.baseline)[:2])
+            if args.beam and lines == min(args.lines):
+                beam = [str(ROOT / "examples" / "beam_embed.py"), "--model", args.model]
+                beam += ["--input", str(corpus), "--output", str(Path(root) / "beam" / "v")]
+                beam += ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+                _show("beam x2", lines, *_run(beam)[:2])
+            if args.resume and lines == max(args.lines):
+                output.unlink()
+                _resume([*command, "--window", str(args.window)], output, lines)
+
+
+if __name__ == "__main__":
+    main()

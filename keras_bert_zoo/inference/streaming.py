@@ -1,0 +1,136 @@
+"""The streaming loop: records read a window at a time, predicted, written, committed.
+
+Memory holds one window (its records, their arrays, their outputs), never the input: a
+window is sorted by length inside (`training.bucketed_prediction.predict`, which the
+`predict_window` callables use), so bucketing still pays, and its outputs go to the output
+in input order before the next window is read. After each window the output commits the
+rows done and where the input stood (`outputs.StreamOutput`); a resumed run skips those
+records (parsed, not predicted) and checks that the input up to there is the same.
+
+A record that cannot be read (a malformed line) stops the run after the records before it
+are predicted and committed: the error names the line, and the same command continues from
+there once the line is fixed.
+"""
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from tqdm.auto import tqdm
+
+from keras_bert_zoo.console import status
+
+logger = logging.getLogger(__name__)
+DEFAULT_WINDOW = 10_000  # records per window: what memory holds and what bucketing sorts
+_PLAIN_EVERY_S = 30.0  # a plain progress line at least this often when not at a terminal
+
+Mark = tuple[int, str]  # (input lines read, sha256 of their text): `data.line_stream`
+
+
+def stream(
+    records: Iterable[tuple[object, Mark]],
+    predict_window: Callable[[list], object],
+    output,
+    window: int = DEFAULT_WINDOW,
+    progress: "Progress | None" = None,
+) -> int:
+    """Predicts every record not yet in `output`, a window at a time; returns the row count.
+
+    Args:
+        records: `(record, mark)` pairs, `mark` being where the input stands after the
+            record (`LineSource.mark()`); a `ValueError` raised while reading is a malformed
+            record, reported once the records before it are committed.
+        predict_window: `records -> outputs` for a list of records, outputs row-aligned.
+        output: a `StreamOutput` (`rows`, `mark`, `write(start, outputs)`, `commit`).
+    """
+    if window < 1:
+        raise ValueError(f"`window` must be a positive integer. Received: window={window}")
+    records = iter(records)
+    rows = _skip_done(records, output)
+    progress = progress or Progress(None, rows, "rows")
+    while True:
+        # Windows start at multiples of `window` (after a stop at a malformed line too), so
+        # a resumed run predicts the same windows, to the same bytes, as one that never
+        # stopped.
+        size = window - rows % window
+        chunk, mark, error = [], output.mark, None
+        try:
+            for pair in itertools.islice(records, size):
+                record, mark = pair
+                chunk.append(record)
+        except ValueError as caught:
+            error = caught
+        if chunk:
+            output.write(rows, predict_window(chunk))
+            rows += len(chunk)
+            output.commit(rows, mark)
+            progress.update(rows)
+        if error is not None:
+            raise ValueError(
+                f"{error} Nothing before it is lost: {rows} rows are written; once the line "
+                "is fixed, the same command continues from there."
+            ) from error
+        if len(chunk) < size:
+            progress.close(rows)
+            return rows
+
+
+def _skip_done(records: Iterator, output) -> int:
+    """Reads past the records `output` already holds; the input must be unchanged there."""
+    if not output.rows:
+        return 0
+    mark, began = None, time.monotonic()
+    for pair in itertools.islice(records, output.rows):
+        mark = pair[1]
+    if mark != tuple(output.mark):
+        raise ValueError(
+            f"{output.path} was computed from an input whose first {output.mark[0]} lines "
+            "differ from this one's, so it cannot be continued. Pass the input it started "
+            "with, or --restart to start afresh."
+        )
+    status.info(
+        "%s: continuing after the %d rows already written (input read up to them again in %.1f s).",
+        output.path,
+        output.rows,
+        time.monotonic() - began,
+    )
+    return output.rows
+
+
+class Progress:
+    """Rows done, rate and time left: a live bar at a terminal (tqdm), else a plain status
+    line at least every `_PLAIN_EVERY_S` seconds (at each window's end) and at the end of a
+    run that long."""
+
+    def __init__(self, total: int | None, done: int, what: str, every: float = _PLAIN_EVERY_S):
+        self.total, self.first, self.what, self.every = total, done, what, every
+        self.began = self.shown = time.monotonic()
+        self.bar = tqdm(total=total, initial=done, unit=" rows", desc=what, disable=None)
+
+    def line(self, done: int) -> str:
+        elapsed = max(time.monotonic() - self.began, 1e-9)
+        rate = (done - self.first) / elapsed
+        shown = f"{self.what}: {done:,}" + (f"/{self.total:,} rows" if self.total else " rows")
+        shown += f", {rate:,.0f} rows/s"
+        if self.total and rate > 0:
+            shown += f", {_duration((self.total - done) / rate)} left"
+        return shown
+
+    def update(self, done: int) -> None:
+        if not self.bar.disable:
+            self.bar.update(done - self.bar.n)
+        elif time.monotonic() - self.shown >= self.every:
+            self.shown = time.monotonic()
+            status.info(self.line(done))
+
+    def close(self, done: int) -> None:
+        if self.bar.disable and time.monotonic() - self.began >= self.every:  # a long run's
+            status.info(self.line(done))
+        self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"

@@ -1,0 +1,156 @@
+"""`kbz predict classify` and `kbz predict tag` on files without labels, streamed: the TSV
+(CoNLL) read `window` rows (sentences) at a time, each window predicted (sorted by length
+inside) and appended to the prediction file in input order, resumable after a kill
+(`inference.outputs`). The files are the ones `run_predict` writes whole.
+
+A labelled file (an evaluation) is read whole by `run_predict`: its metrics need every
+prediction at once. Reranking and SQuAD read whole files too: the ranked lists gather a
+query's passages from anywhere in the file, and SQuAD's JSON is one document whose
+answers file is one JSON object.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from keras_bert_zoo.data.conll_reader import TaggingData, conll_sentences
+from keras_bert_zoo.data.line_stream import LineSource, count_lines
+from keras_bert_zoo.data.readers import TextExample, column_index, file_error, tsv_fields
+from keras_bert_zoo.finetuning.classifier import ClassificationTask
+from keras_bert_zoo.finetuning.prediction_files import (
+    classification_header,
+    classification_rows,
+    warn_if_all_outside,
+    warn_if_collapsed_counts,
+)
+from keras_bert_zoo.finetuning.tagger import TaggingTask
+from keras_bert_zoo.finetuning.truncation import warn_truncated
+from keras_bert_zoo.inference.outputs import StreamOutput, TextRows
+from keras_bert_zoo.inference.streaming import Progress, stream
+from keras_bert_zoo.jobs.predictors import Predictor
+from keras_bert_zoo.jobs.streaming import model_identity
+from keras_bert_zoo.training import bucketed_prediction
+
+
+def streams(task: str, job, input) -> bool:
+    """Whether `kbz predict` streams `input`: a classifier's TSV without its label column, or
+    a words-only CoNLL file."""
+    if task == "classifier":
+        return job.label_column not in first_line(input).split("\t")
+    return task == "tagger" and words_only(input)
+
+
+def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
+    """The prediction file of a file `streams` accepts, written a window at a time."""
+    if predictor.task == "classifier":
+        return stream_classifications(
+            model, predictor, input, output, job.text_columns, window, restart
+        )
+    return stream_tags(model, predictor, input, output, window, restart)
+
+
+def first_line(path) -> str:
+    """The first line of a text file (gzip read transparently), without reading the rest."""
+    for _, line in LineSource(path):
+        return line
+    raise file_error(path, None, "is empty; expected a TSV file", "Check the path.")
+
+
+def words_only(path) -> bool:
+    """Whether a CoNLL file's first word line has no tag column (text to tag)."""
+    for _, line in LineSource(path):
+        if line.strip() and not line.startswith("-DOCSTART-"):
+            return len(line.split("\t") if "\t" in line else line.split()) == 1
+    return False
+
+
+def _records(path, source: LineSource, text_columns):
+    """`(TextExample, mark)` per example of a headed TSV, checked line by line."""
+    lines = iter(source)
+    _, first = next(lines)
+    header = first.split("\t")
+    expected = [str(c) for c in text_columns]
+    columns = [column_index(path, header, c, "text_columns", expected) for c in text_columns]
+    for number, fields in tsv_fields(path, lines, len(header)):
+        texts = [fields[c] for c in columns] + [None]
+        yield TextExample(texts[0], texts[1], None, number), source.mark()
+
+
+def stream_classifications(
+    model, predictor: Predictor, input, output, text_columns, window: int, restart: bool
+) -> list[Path]:
+    """Writes the classifier TSV of `input`'s examples at `output`, a window at a time."""
+    names, columns = predictor.label_names, tuple(text_columns)
+    lines = count_lines(input)
+    identity = _identity("classifier", model, predictor, window, text_columns=list(columns))
+    writer = TextRows(lambda start, p: classification_rows(p, names, start))
+    writer.header = classification_header(names)
+    job = ClassificationTask(predictor.preprocessor)
+    truncated, counts = {}, np.zeros(len(names or []), np.int64)
+
+    def classify(examples):
+        pairs = examples[0].text_b is not None
+        predictions = predictor([(e.text_a, e.text_b) if pairs else e.text_a for e in examples])
+        if names is not None:
+            counts[:] += np.bincount(predictions.argmax(-1), minlength=len(names))
+        full = [examples[i] for i in predictor.full_rows]
+        truncated.update(job.token_counts(full) if full else {})
+        return predictions
+
+    source = LineSource(input)
+    with StreamOutput(output, identity, writer, restart) as out:
+        progress = Progress(lines - 1, out.rows, "classify")
+        rows = stream(_records(input, source, columns), classify, out, window, progress)
+    if not rows:
+        raise file_error(input, None, "has a header but no examples", "Check the file.")
+    length = predictor.preprocessor.sequence_length
+    warn_truncated(input, "examples", truncated, rows, length)
+    if names is not None:  # the rows of this attempt (a resumed run: those after the resume)
+        warn_if_collapsed_counts(counts, names, input)
+    return [Path(output)]
+
+
+def _identity(task, model, predictor, window, **options) -> dict:
+    """What determines a streamed prediction file (a resume must match it)."""
+    return {
+        "command": f"predict {task}",
+        "model": model_identity(model),
+        "sequence_length": predictor.preprocessor.sequence_length,
+        "batch_size": predictor.batch_size,
+        "window": window,
+        **options,
+    }
+
+
+def stream_tags(model, predictor: Predictor, input, output, window: int, restart: bool):
+    """Writes the CoNLL predictions of a words-only file at `output`, a window of sentences
+    at a time (`write_conll`'s layout: `word<TAB>tag` lines, a blank line between)."""
+    names = predictor.label_names
+    job, truncated, tagged = TaggingTask(predictor.preprocessor), {}, [0, False]
+    network, length = predictor.network, predictor.preprocessor.sequence_length
+    buckets = bucketed_prediction.prediction_buckets(network, length)
+
+    def tag(sentences):
+        dataset = TaggingData(str(input), sentences, names, [])
+        x, _, word_index, cut = job.encode(dataset)
+        truncated.update(cut)
+        outputs = bucketed_prediction.predict(network, x, predictor.batch_size, buckets, True)
+        tags = job.predict(dataset, outputs, word_index)
+        tagged[0] += len(tags)
+        tagged[1] = tagged[1] or any(t != "O" for row in tags for t in row)
+        return [(s.words, row) for s, row in zip(sentences, tags, strict=True)]
+
+    def conll(start, rows):
+        blocks = ("".join(f"{w}\t{t}\n" for w, t in zip(*row, strict=True)) for row in rows)
+        return ("\n" if start else "") + "\n".join(blocks)
+
+    source = LineSource(input)
+    records = ((s, source.mark()) for s in conll_sentences(input, source, labels_optional=True))
+    with StreamOutput(
+        output, _identity("tagger", model, predictor, window), TextRows(conll), restart
+    ) as out:
+        rows = stream(records, tag, out, window, Progress(None, out.rows, "tag"))
+    warn_truncated(input, "sentences", truncated, rows, length)
+    if not tagged[1] and tagged[0]:  # the rows of this attempt
+        warn_if_all_outside([["O"]] * tagged[0], None, input)
+    return [Path(output)]
