@@ -62,19 +62,15 @@ class ReferenceOrder:
     """`batching.BatchSchedule`'s interface over given batches (one bucket: the full length),
     so `batching.training_stream` feeds kbz the reference's batches in its order."""
 
-    def __init__(self, batches, sequence_length: int):
+    def __init__(self, batches, sequence_length: int, epochs: int):
         self.all = np.asarray(batches)
         self.batch_size = self.all.shape[1]
         self.buckets = np.asarray([sequence_length])
-        self.steps_per_epoch = len(self.all)  # one "epoch": the whole run, in order
+        self.steps_per_epoch = len(self.all) // epochs
         self.seed = 0
 
     def batch(self, step: int):
         return self.all[step], int(self.buckets[0])
-
-
-def optimizer_settings(args) -> dict:
-    return dict(lr=args.learning_rate, warmup=args.warmup_fraction, decay=args.weight_decay)
 
 
 def torch_loop(torch, transformers, model, batches, total, args, epsilon):
@@ -104,6 +100,8 @@ def torch_loop(torch, transformers, model, batches, total, args, epsilon):
         schedule.step()
         optimizer.zero_grad()
         losses.append(float(loss.detach()))
+        if len(losses) % 50 == 0:
+            print(f"reference step {len(losses)}/{len(batches)}", file=sys.stderr, flush=True)
     model.eval()
     return np.array(losses)
 
@@ -127,25 +125,35 @@ def step_losses(keras):
     class StepLosses(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
-            self.means = []
+            self.epochs = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epochs.append([])
 
         def on_train_batch_end(self, batch, logs=None):
-            self.means.append(float(logs["loss"]))
+            self.epochs[-1].append(float(logs["loss"]))
 
         def losses(self):
-            means = np.array(self.means)
-            steps = np.arange(1, len(means) + 1)
-            return means * steps - np.concatenate([[0.0], means[:-1] * steps[:-1]])
+            steps = []
+            for means in map(np.array, self.epochs):
+                counts = np.arange(1, len(means) + 1)
+                steps.append(means * counts - np.concatenate([[0.0], means[:-1] * counts[:-1]]))
+            return np.concatenate(steps)
 
     return StepLosses()
 
 
-def kbz_fit(keras, model, x, y, schedule, total, loss, args, epsilon, sequence_targets=True):
-    """`kbz finetune`'s training: `create_optimizer` and the loss through `fit` under XLA, the
-    batches of `schedule` (`training_stream`); returns the per-step losses."""
+def kbz_fit(keras, model, x, y, schedule, epochs, loss, args, epsilon, sequence_targets=True):
+    """`kbz finetune`'s training: `create_optimizer` and the loss under XLA, the batches of
+    `schedule` (`training_stream`) through `fit_resumable`, an interval per epoch, as the job
+    runs it; returns the per-step losses."""
+    import tempfile
+
     from keras_bert_zoo.training import batching
     from keras_bert_zoo.training.optimizers import create_optimizer
+    from keras_bert_zoo.training.resume import fit_resumable
 
+    total = schedule.steps_per_epoch * epochs
     optimizer = create_optimizer(
         args.learning_rate, total, args.warmup_fraction, weight_decay=args.weight_decay
     )
@@ -153,7 +161,11 @@ def kbz_fit(keras, model, x, y, schedule, total, loss, args, epsilon, sequence_t
     model.compile(optimizer=optimizer, loss=loss, jit_compile=True)
     stream = batching.training_stream(x, y, schedule, sequence_targets=sequence_targets)
     losses = step_losses(keras)
-    model.fit(stream(0), steps_per_epoch=total, epochs=1, verbose=0, callbacks=[losses])
+    with tempfile.TemporaryDirectory() as directory:
+        fit_resumable(
+            model, stream, total, schedule.steps_per_epoch, directory, [losses], verbose=0,
+            jit_compile=True, keep_checkpoints=1,
+        )  # fmt: skip
     return losses.losses()
 
 
@@ -269,13 +281,12 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
                 lengths, args.batch_size, args.sequence_length, args.epochs, True
             )
             schedule = batching.BatchSchedule(lengths, args.batch_size, buckets, seed)
-            total = schedule.steps_per_epoch * args.epochs
             record["buckets"] = [int(b) for b in buckets]
         else:
-            schedule, total = ReferenceOrder(batches, args.sequence_length), len(batches)
-        record["kbz_steps"] = total
+            schedule = ReferenceOrder(batches, args.sequence_length, args.epochs)
+        record["kbz_steps"] = schedule.steps_per_epoch * args.epochs
         record["kbz_losses"] = kbz_fit(
-            keras, model, x, labels, schedule, total, loss, args, epsilon
+            keras, model, x, labels, schedule, args.epochs, loss, args, epsilon
         ).tolist()
         logits = np.asarray(model.predict(x_held, batch_size=64, verbose=0))
         record["kbz_f1"] = job.evaluate(heldout, logits, word_index, warn=False)["f1"]
