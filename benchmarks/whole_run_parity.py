@@ -42,6 +42,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # as a script and when tests import it
+from time_to_accuracy import hf_optimizer  # noqa: E402  (the benchmarks' reference optimizer)
+
 FACTORS = ("none", "dropout", "fixed-count", "bucketing", "kbz-defaults", "epsilon-1e-8")
 
 
@@ -73,27 +76,13 @@ class ReferenceOrder:
         return self.all[step], int(self.buckets[0])
 
 
-def torch_loop(torch, transformers, model, batches, total, args, epsilon):
-    """transformers' examples loop: AdamW without decay on biases and LayerNorm, linear warmup
-    and decay, `clip_grad_norm_` 1.0; `batches`: model inputs with labels. Returns the losses."""
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        (no_decay if "bias" in name or "LayerNorm" in name else decay).append(parameter)
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": args.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=args.learning_rate,
-        eps=epsilon,
-    )
-    schedule = transformers.get_linear_schedule_with_warmup(
-        optimizer, int(args.warmup_fraction * total), total
-    )
+def torch_loop(torch, model, batches, optimizer, schedule):
+    """transformers' examples loop over `batches` (model inputs with labels, or callables
+    that make them), `clip_grad_norm_` 1.0; returns the per-step losses, `model` in eval mode."""
     losses = []
     model.train()
     for batch in batches:
-        loss = model(**batch()).loss
+        loss = model(**(batch() if callable(batch) else batch)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -246,11 +235,13 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
     head.append(reference.classifier.bias.detach().numpy().copy())
     if "reference" in sides:
         start = time.perf_counter()
-        record["reference_losses"] = torch_loop(
-            torch, transformers, reference,
-            [lambda rows=rows: torch_inputs(torch, x, rows, labels) for rows in batches],
-            len(batches), args, epsilon,
-        ).tolist()  # fmt: skip
+        optimizer, schedule = hf_optimizer(
+            reference, args.learning_rate, len(batches), args.warmup_fraction,
+            args.weight_decay, epsilon,
+        )  # fmt: skip
+        inputs = [lambda rows=rows: torch_inputs(torch, x, rows, labels) for rows in batches]
+        losses = torch_loop(torch, reference, inputs, optimizer, schedule)
+        record["reference_losses"] = losses.tolist()
         with torch.no_grad():
             logits = np.zeros(
                 [len(x_held["token_ids"]), args.sequence_length, len(head[1])], "float32"

@@ -69,22 +69,13 @@ def _hf_run(torch, transformers, minilm_dir, x, labels, heldout):
             "attention_mask": torch.tensor(source["padding_mask"][rows, :length]),
         }
 
-    losses = []
-    model.train()
-    for step in range(STEPS):
-        rows = slice(step * BATCH, (step + 1) * BATCH)
-        loss = model(**inputs(x, rows), labels=torch.tensor(labels[rows])).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        losses.append(float(loss.detach()))
-    model.eval()
+    rows = [slice(step * BATCH, (step + 1) * BATCH) for step in range(STEPS)]
+    batches = [{**inputs(x, r), "labels": torch.tensor(labels[r])} for r in rows]
+    losses = whole_run_parity.torch_loop(torch, model, batches, optimizer, schedule)
     with torch.no_grad():
         rows = slice(0, len(heldout["token_ids"]))
         logits = model(**inputs(heldout, rows)).logits.numpy()
-    return np.array(losses), head, logits
+    return losses, head, logits
 
 
 class StepLosses(keras.callbacks.Callback):
@@ -144,18 +135,7 @@ def test_finetuning_steps_follow_transformers_loop(minilm_dir, minilm_preset):
 def _hf_steps(torch, model, batches):
     """transformers' examples loop over `batches` (model inputs with labels): per-step losses."""
     optimizer, schedule = hf_optimizer(model, LEARNING_RATE, STEPS)
-    losses = []
-    model.train()
-    for batch in batches:
-        loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        losses.append(float(loss.detach()))
-    model.eval()
-    return np.array(losses)
+    return whole_run_parity.torch_loop(torch, model, batches, optimizer, schedule)
 
 
 def _torch_inputs(torch, source, rows):
