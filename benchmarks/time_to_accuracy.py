@@ -213,10 +213,10 @@ def _conll(path):
     return sentences
 
 
-def hf_optimizer(model, learning_rate, total, warmup_fraction=0.1, weight_decay=0.01):
+def hf_optimizer(model, learning_rate, total, warmup_fraction=0.1, weight_decay=0.01, eps=1e-6):
     """The recipe's AdamW (decay but not on biases and LayerNorm, epsilon 1e-6) and linear
     schedule with warmup, as transformers' examples set them up (also the reference side of
-    tests/test_recipe_parity.py)."""
+    tests/test_recipe_parity.py and benchmarks/whole_run_parity.py)."""
     import torch  # the `reference` extra: only the Hugging Face child imports it
     import transformers  # the `reference` extra, as torch
 
@@ -229,7 +229,7 @@ def hf_optimizer(model, learning_rate, total, warmup_fraction=0.1, weight_decay=
             {"params": no_decay, "weight_decay": 0.0},
         ],
         lr=learning_rate,
-        eps=1e-6,
+        eps=eps,
     )
     return optimizer, transformers.get_linear_schedule_with_warmup(
         optimizer, int(warmup_fraction * total), total
