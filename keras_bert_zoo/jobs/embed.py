@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_bert_zoo.data.readers import open_text
-from keras_bert_zoo.jobs.checks import input_file, output_file
+from keras_bert_zoo.data import readers
+from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -94,11 +94,10 @@ def read_lines(path, flag: str = "--input") -> list[str]:
     """The lines of a UTF-8 text file (one text per line; gzip read transparently), or an
     error naming `flag`."""
     path = input_file(flag, path, "a text file, one text per line")
-    with open_text(path) as handle:
-        lines = handle.read().splitlines()
-    if not lines:
-        raise ValueError(f"{flag} {path} is empty. Pass a text file with one text per line.")
-    return lines
+    try:
+        return readers.read_lines(path, "one text per line")
+    except ValueError as error:  # the file and line are named; the flag too, as everywhere
+        raise ValueError(f"{flag} {error}") from None
 
 
 def run_embed(
@@ -125,6 +124,7 @@ def run_embed(
     if output.suffix != ".npy":
         raise ValueError(f"--output must be a .npy file. Received: {output}")
     check_positive_int("batch_size", batch_size)
+    check_apart({"--output": output}, {"--input": input, "--model": model})
     texts = read_lines(input)
     embedder, preprocessor = load_embedder(model, sequence_length)
     vectors = embed_texts(embedder, preprocessor, texts, batch_size)

@@ -11,12 +11,16 @@ returned too.
 from pathlib import Path
 
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
-from keras_bert_zoo.jobs.checks import input_file, output_file
+from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import bucketed_prediction
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def _model_source(model) -> tuple[Path, dict]:
@@ -30,6 +34,20 @@ def _model_source(model) -> tuple[Path, dict]:
     return model_source(path)
 
 
+def check_prediction_paths(paths: list, overwrite: bool) -> None:
+    """The side files beside `--output` (`paths[1:]`): an existing one is replaced only with
+    `overwrite`, since kbz cannot tell its own earlier file from one the user wrote there."""
+    for side in paths[1:]:
+        if side.is_dir():
+            raise ValueError(f"--output: {side}, written beside it, is a directory. Move it.")
+        if side.exists() and not overwrite:
+            raise ValueError(
+                f"--output {paths[0]}: {side.name} is written beside it and {side} already "
+                "exists. Pass --overwrite to replace it, or choose an --output in another "
+                "directory."
+            )
+
+
 def run_predict(
     task: str,
     model,
@@ -39,6 +57,7 @@ def run_predict(
     sequence_length: int | None = None,
     jit_compile: bool = True,
     bucketing: bool = True,
+    overwrite: bool = False,
     **options,
 ) -> dict:
     """Predicts `input` with the fine-tuned `model`; writes the prediction file(s) at `output`.
@@ -56,6 +75,10 @@ def run_predict(
             predictions for real tokens, faster); False pads every batch to the full length.
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
+        overwrite: replace existing side files (QA's `nbest_predictions.json`, the
+            reranker's `*.ranked.tsv`). `output`, the file named, is replaced as today; a
+            side file is named by kbz, not by the user, so an existing one (maybe the
+            user's own) is replaced only when asked.
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 
@@ -66,11 +89,14 @@ def run_predict(
     spec = FINETUNING_TASKS[task].spec
     input_file("--input", input, f"a {spec.file_kind} file")
     output_file("--output", output, "prediction file", spec.prediction_file)
+    check_prediction_paths(FINETUNING_TASKS[task].prediction_paths(output), overwrite)
+    check_apart({"--output": FINETUNING_TASKS[task].prediction_paths(output)},
+                {"--input": input, "--model": model})  # fmt: skip
     preset, settings = _model_source(model)
     config = load_preset_config(preset)
     if config.task != task:
         raise ValueError(
-            f"--model {model} holds a {config.task} model, not a {task}. Predict "
+            f"--model {model} holds {_a(config.task)} model, not {_a(task)}. Predict "
             "with the task it was fine-tuned for."
         )
     length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
