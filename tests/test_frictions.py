@@ -176,8 +176,8 @@ def test_semantic_search_help_says_the_fast_length():
     assert "default: MiniLM's 256; 128 with --fast" in " ".join(result.stdout.split())
 
 
-def test_rerank_benchmark_takes_its_data_as_an_argument():
-    result = _python("benchmarks/rerank_squad.py", "--work", "unused")
+def test_rerank_benchmark_takes_its_data_as_an_argument(tmp_path):
+    result = _python("benchmarks/rerank_squad.py", "--work", str(tmp_path / "work"))
     assert result.returncode == 2 and "--squad" in result.stderr
     assert "/work/" not in (ROOT / "benchmarks" / "rerank_squad.py").read_text()
 
