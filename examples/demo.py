@@ -19,7 +19,13 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+
+from keras_bert_zoo import console  # noqa: E402
+
+# TensorFlow prints C++ lines (CUDA probing on a machine without a GPU) before its logging
+# reads TF_CPP_MIN_LOG_LEVEL; this program drops them as `kbz` does.
+with console.quiet_tensorflow():
+    import tensorflow as tf  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
 from keras_bert_zoo.cli import main as kbz_main  # noqa: E402
@@ -163,4 +169,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with console.quiet_tensorflow():  # and the lines of TensorFlow's first device use
+        main()

@@ -41,7 +41,10 @@ def parse_args():
     parser.add_argument("--fast", action="store_true", help="the 2 held-out bundled articles")
     parser.add_argument("--squad", default=None, help="a SQuAD v1.1 JSON file to search")
     parser.add_argument(
-        "--sequence-length", type=int, default=256, help="paragraph tokens (MiniLM's 256)"
+        "--sequence-length",
+        type=int,
+        default=None,
+        help="paragraph tokens (default: MiniLM's 256; 128 with --fast)",
     )
     parser.add_argument("--batch-size", type=int, default=32)
     return parser.parse_args()
@@ -53,7 +56,7 @@ def main():
     paragraphs, questions, targets = squad_retrieval(args.squad or DATA / default)
     preset = real_preset(args.preset, args.output)
     embedder = kbz.from_preset(preset, task="embedder")  # the preset's pooling (mean, L2)
-    length = 128 if args.fast else args.sequence_length
+    length = args.sequence_length or (128 if args.fast else 256)
     for_paragraphs = kbz.BertPreprocessor.from_preset(preset, sequence_length=length)
     for_questions = kbz.BertPreprocessor.from_preset(preset, sequence_length=64)
     start = time.perf_counter()

@@ -179,6 +179,11 @@ class BertModel(keras.Model):
 
     def fit(self, x=None, y=None, *args, **kwargs):
         x = self._check_data(x)
+        tf = sys.modules.get("tensorflow")
+        if tf is not None and isinstance(x, tf.data.Dataset) and len(args) < 7:
+            # Keras ignores `shuffle` for a dataset (it is shuffled as it was built) but warns
+            # about its default True: the default here is what happens (`args` stop before it).
+            kwargs.setdefault("shuffle", False)
         self.build_optimizer()
         self.build_compiled_loss(x, y, kwargs.get("sample_weight"))
         return super().fit(x, y, *args, **kwargs)

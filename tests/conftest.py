@@ -172,6 +172,15 @@ def save_tiny_preset(directory, seed=0, **architecture):
     return kbz.save_preset(encoder, directory, vocabulary=UNCASED_VOCABULARY, lowercase=True)
 
 
+def save_tiny_classifier(directory, num_classes=2):
+    """A fine-tuned classifier's preset (random weights): what `kbz predict --model` takes."""
+    import keras_bert_zoo as kbz
+
+    keras.utils.set_random_seed(0)
+    model = kbz.build_classifier(kbz.build_encoder(**TINY_UNCASED), num_classes=num_classes)
+    return kbz.save_preset(model, directory, vocabulary=UNCASED_VOCABULARY, lowercase=True)
+
+
 TOKENIZER_PATHS = ("graph", "host")  # BertTokenizer's TensorFlow ops; `tokenizers` + numpy
 
 

@@ -5,13 +5,15 @@ import os
 import pytest
 
 from keras_bert_zoo.saving import atomic
+from keras_bert_zoo.saving.ownership import MANIFEST_FILE
 
 
 def _tree(root):
+    """What the writer wrote (the manifest `staged_directory` adds is tested in test_ownership)."""
     return {
         p.relative_to(root).as_posix(): p.read_text()
         for p in sorted(root.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != MANIFEST_FILE
     }
 
 

@@ -102,5 +102,6 @@ def test_missing_and_foreign_variables_are_named(minilm_dir, tmp_path):
 
 
 def test_cli_reports_errors_without_traceback(tmp_path, capsys):
-    assert main(["convert", str(tmp_path), str(tmp_path / "out")]) == 2
+    (tmp_path / "src").mkdir()  # an empty folder (the destination must lie outside it)
+    assert main(["convert", str(tmp_path / "src"), str(tmp_path / "out")]) == 2
     assert "has no config.json" in capsys.readouterr().err

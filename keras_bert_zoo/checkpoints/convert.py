@@ -29,6 +29,7 @@ from keras_bert_zoo.checkpoints.huggingface import read_huggingface
 from keras_bert_zoo.checkpoints.keras_hub import read_keras_hub
 from keras_bert_zoo.checkpoints.to_huggingface import export_huggingface
 from keras_bert_zoo.saving.archives import safe_extract
+from keras_bert_zoo.saving.ownership import check_apart
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ def convert(
     source = Path(source)
     if not source.exists():
         raise ValueError(f"{source} does not exist.")
+    check_apart({"destination": destination}, {"source": source, "vocab_file": vocab_file})
     with _unpacked(source) as folder:
         found = detect_format(folder) if source_format == "auto" else source_format
         if found == "keras_bert_zoo":

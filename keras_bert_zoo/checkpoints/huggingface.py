@@ -260,8 +260,8 @@ def read_huggingface(source, allow_pickle: bool = False) -> Converted:
     new = set() if "pooler" in present else set(POOLER_PATHS)
     if heads and "nsp" not in present:
         new |= set(NSP_PATHS)  # BertForMaskedLM
-    if not heads and not task:
-        logger.warning(
+    if not heads and not task:  # what most checkpoints are: said for --verbose only
+        logger.info(
             "%s holds no pretraining heads (a BertModel): the preset is an encoder; "
             "task='pretrainer' gets new MLM/NSP heads.",
             source_file,

@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     flags = messages.command_flags(parser, args.command, getattr(args, "task", None))
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
+            if hasattr(args, "check"):  # flags that need no library: answered at once
+                args.check(args)
             note = choose_backend()  # before Keras is imported
             if note:
                 console.status.info(note)

@@ -6,6 +6,13 @@ from pathlib import Path
 
 from keras_bert_zoo.cli.compile_flags import resolve_jit_compile
 
+# Its string signature tokenizes with tensorflow-text's op, which plain TensorFlow lacks
+# ("Op type not registered 'FastWordpieceTokenizeWithOffsets'").
+SAVED_MODEL_LOADING = (
+    "TF Serving has its tokenizer op built in; in Python, `import tensorflow_text` before "
+    "tf.saved_model.load"
+)
+
 
 def use_compile_cache(args) -> None:
     """Before anything compiles: `--jit-compile`'s default for the backend, and XLA's programs

@@ -155,6 +155,15 @@ def _word_and_tag(path, number, fields, width, labels_optional, word_column, tag
             "Separate the word and the tag by one TAB, and put a blank line between sentences.",
         )
     word, tag = fields[word_column], fields[tag_column]
+    if len(word.split()) > 1:  # CoNLL has one word per line: several are another kind of file
+        raise file_error(
+            path,
+            number,
+            f"holds several words in its word column ({word[:40]!r}): this looks like a TSV "
+            "of sentences (kbz finetune classify's kind), not a CoNLL file",
+            "Tagging reads CoNLL: one `word<TAB>tag` line per word, a blank line between "
+            "sentences.",
+        )
     if not word or not tag:
         raise file_error(path, number, "has an empty word or tag", "Fill in both columns.")
     return word, tag, number

@@ -7,6 +7,7 @@ training vocabulary when reading a validation file so unseen labels fail early. 
 problem is a `ValueError` naming the file, the 1-based line, what was expected and the fix.
 """
 
+import contextlib
 import dataclasses
 import gzip
 import logging
@@ -69,6 +70,20 @@ def open_text(path: PathLike) -> TextIO:
     return open(path, encoding="utf-8", newline="\n")  # noqa: SIM115 (the caller's `with`)
 
 
+def _first_undecodable_line(path: PathLike) -> int | None:
+    """The number of the first line that is not UTF-8 (for the error message only)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    with contextlib.suppress(OSError, EOFError, zlib.error):
+        data = gunzip(data)
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return number
+    return None
+
+
 def read_lines(path: PathLike, what: str) -> list[str]:
     """The file's lines without their line endings (gzip read transparently); empty files
     are an error."""
@@ -77,7 +92,10 @@ def read_lines(path: PathLike, what: str) -> list[str]:
             lines = [line.rstrip("\r\n") for line in handle]
     except UnicodeDecodeError as error:
         raise file_error(
-            path, None, f"is not UTF-8 text ({error})", "Re-save the file as UTF-8."
+            path,
+            _first_undecodable_line(path),
+            f"is not UTF-8 text ({error})",
+            "Re-save the file as UTF-8 (or check that it is a text file at all).",
         ) from error
     except (EOFError, gzip.BadGzipFile, zlib.error) as error:
         raise file_error(

@@ -15,6 +15,7 @@ import logging
 import keras
 
 from keras_bert_zoo._lazy import lazy_attributes
+from keras_bert_zoo.extras import TENSORFLOW_EXTRA, tensorflow_installed
 
 # Lazy, so each export's missing TensorFlow error names that export.
 _EXPORTS = {
@@ -32,11 +33,15 @@ def export_on_this_backend(export: bool, preset_directory) -> bool:
     work, so a JAX or PyTorch run ends with its preset and a warning saying how to export it,
     not with an error after training."""
     if export and keras.backend.backend() != "tensorflow":
+        # Where TensorFlow is not installed, KERAS_BACKEND=tensorflow alone fails: extra first.
+        install = f"install TensorFlow ({TENSORFLOW_EXTRA}), then run "
+        install = "" if tensorflow_installed() else install
         logger.warning(
-            "The SavedModel export needs KERAS_BACKEND=tensorflow (running on %s): skipped. "
-            "Export the result later with `KERAS_BACKEND=tensorflow kbz export %s DST`, or "
-            "pass --no-export.",
+            "The SavedModel export needs KERAS_BACKEND=tensorflow (running on %s): skipped. To "
+            "export the result later, %s`KERAS_BACKEND=tensorflow kbz export %s DST`; or pass "
+            "--no-export.",
             keras.backend.backend(),
+            install,
             preset_directory,
         )
         return False

@@ -31,6 +31,7 @@ tf = require_tensorflow("ONNX export (tf2onnx)")
 
 from keras_bert_zoo.export.quantization import check_quantize, quantize_onnx  # noqa: E402
 from keras_bert_zoo.export.serving import task_of  # noqa: E402
+from keras_bert_zoo.saving import ownership  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -77,9 +78,7 @@ def _check_path(path, overwrite: bool) -> Path:
             f"The ONNX export path is a directory (it holds {MODEL_FILE}, {VOCABULARY_FILE} "
             f"and {CONFIG_FILE}). Received: {path}; pass e.g. {path.with_suffix('')}"
         )
-    return check_replaceable(
-        path, {MODEL_FILE, CONFIG_FILE, VOCABULARY_FILE}, overwrite, "an ONNX export"
-    )
+    return check_replaceable(path, ownership.ONNX, overwrite, "an ONNX export")
 
 
 def _sidecar(model, task, preprocessor, output_names, quantize) -> dict:

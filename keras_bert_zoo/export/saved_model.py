@@ -36,14 +36,13 @@ prediction_log_pb2 = require_tensorflow(
 save_context = require_tensorflow("SavedModel export", "tensorflow.python.saved_model.save_context")
 
 from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
+from keras_bert_zoo.saving import ownership  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
 from keras_bert_zoo.task_specs import SPECS  # noqa: E402
 
 logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
 PAIR_TASKS = tuple(name for name, spec in SPECS.items() if spec.pair_input)
-# What a SavedModel version directory holds (TensorFlow's files and the warm-up requests).
-SAVED_MODEL = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb"}
 
 
 def _version_directory(path, overwrite: bool) -> Path:
@@ -54,7 +53,7 @@ def _version_directory(path, overwrite: bool) -> Path:
             f"(e.g. exports/my_model/1). Received: {path}"
         )
     fix = "Export to a new version number (TF Serving serves the highest) or pass overwrite=True."
-    return check_replaceable(path, SAVED_MODEL, overwrite, "a version", fix)
+    return check_replaceable(path, ownership.SAVED_MODEL, overwrite, "a version", fix)
 
 
 def _warmup_requests(directory: Path, names: tuple, model_name: str) -> None:

@@ -10,6 +10,7 @@ unique words) at once, never once per string.
 """
 
 import logging
+from pathlib import Path
 
 from keras_bert_zoo.tokenization.arrays import token_lists as batched  # any backend
 from keras_bert_zoo.training import batching, bucket_choice
@@ -97,6 +98,11 @@ class FinetuningTask:
     def write_predictions(self, dataset, predictions, path):
         """Writes the prediction file(s) (`spec.prediction_file`); returns their paths."""
         raise NotImplementedError
+
+    @staticmethod
+    def prediction_paths(path) -> list:
+        """Every file `write_predictions(..., path)` writes: `path` and its side files."""
+        return [Path(path)]
 
     def report(self, train, validation, results: dict, run: dict) -> tuple[dict, dict]:
         """`(returned, written)`: what the run returns (and `run.json` keeps) and what its

@@ -2,13 +2,14 @@
 v1.1 / v2.0 extractive question answering with doc-stride windows (`QUESTION_ANSWERER`)."""
 
 import dataclasses
+from pathlib import Path
 
 import keras
 import numpy as np
 
 from keras_bert_zoo import data
 from keras_bert_zoo.finetuning.common import FinetuningTask, batched, specials
-from keras_bert_zoo.finetuning.prediction_files import write_squad
+from keras_bert_zoo.finetuning.prediction_files import NBEST_FILE, write_squad
 from keras_bert_zoo.finetuning.raw_data import column, squad_examples
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.task_specs import QUESTION_ANSWERER
@@ -67,6 +68,10 @@ class QuestionAnsweringTask(FinetuningTask):
         if not labelled:
             return {}
         return data.squad_evaluate(labelled, predictions["answers"])
+
+    @staticmethod
+    def prediction_paths(path) -> list:
+        return [Path(path), Path(path).with_name(NBEST_FILE)]
 
     def write_predictions(self, examples, predictions, path):
         return write_squad(path, predictions["answers"], predictions["nbest"])

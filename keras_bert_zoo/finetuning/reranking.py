@@ -239,6 +239,10 @@ class RerankingTask(FinetuningTask):
                 )
         return ranking_metrics.ranking_scores(dataset.queries, labels, predictions, self.top_k)
 
+    @staticmethod
+    def prediction_paths(path) -> list:
+        return [Path(path), ranked_path(path)]
+
     def write_predictions(self, dataset, predictions, path):
         return write_scores(path, dataset, np.asarray(predictions))
 

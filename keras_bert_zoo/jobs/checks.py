@@ -9,28 +9,14 @@ with an operating-system error.
 import os
 from pathlib import Path
 
+from keras_bert_zoo.jobs.config import check_flags, check_rates
 from keras_bert_zoo.lora import check_targets
 from keras_bert_zoo.presets.registry import load_preset_config
+from keras_bert_zoo.saving.ownership import check_apart
 
-
-def check_flags(**flags) -> None:
-    """Positive integers (None allowed for optional ones), named by their command-line flag."""
-    for name, value in flags.items():
-        if value is None and name in ("checkpoint_every", "gradient_accumulation_steps"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"--{name.replace('_', '-')} must be a positive integer. Received: {value!r}."
-            )
-
-
-def check_rates(learning_rate, warmup_fraction, weight_decay=0.0) -> None:
-    if not learning_rate > 0:
-        raise ValueError(f"--learning-rate must be positive. Received: {learning_rate!r}.")
-    if not 0 <= warmup_fraction < 1:
-        raise ValueError(f"--warmup-fraction must be in [0, 1). Received: {warmup_fraction!r}.")
-    if not 0 <= weight_decay < float("inf"):
-        raise ValueError(f"--weight-decay must be 0 (off) or positive. Received: {weight_decay!r}.")
+__all__ = [
+    "check_apart", "check_flags", "check_rates", "input_file", "output_directory", "output_file"
+]  # fmt: skip
 
 
 def check_length(flag: str, length: int, preset, minimum: int) -> None:

@@ -20,6 +20,26 @@ CHECKPOINTS = ("checkpoint_every", "keep_checkpoints", "checkpoint_every_minutes
 LORA = ("lora_rank", "lora_alpha", "lora_targets")
 
 
+def check_flags(**flags) -> None:
+    """Positive integers (None allowed for optional ones), named by their command-line flag."""
+    for name, value in flags.items():
+        if value is None and name in ("checkpoint_every", "gradient_accumulation_steps"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"--{name.replace('_', '-')} must be a positive integer. Received: {value!r}."
+            )
+
+
+def check_rates(learning_rate, warmup_fraction, weight_decay=0.0) -> None:
+    if not learning_rate > 0:
+        raise ValueError(f"--learning-rate must be positive. Received: {learning_rate!r}.")
+    if not 0 <= warmup_fraction < 1:
+        raise ValueError(f"--warmup-fraction must be in [0, 1). Received: {warmup_fraction!r}.")
+    if not 0 <= weight_decay < float("inf"):
+        raise ValueError(f"--weight-decay must be 0 (off) or positive. Received: {weight_decay!r}.")
+
+
 def setting(default=dataclasses.MISSING, help="", *, identity=True, record=True, **flag):
     """A config field: `help` for its flag, `identity=False` for how a run executes (not what
     it computes), `record=False` for what `run.json` leaves out (the output directory);
@@ -183,6 +203,14 @@ class FinetuneConfig(RunConfig):
                 f"Unknown fine-tuning task {self.task!r}. Expected one of {sorted(SPECS)}."
             )
         _resolve_schedule(self, self.task)
+        # Here, so the command line answers before it imports Keras (`cli.main`).
+        check_flags(
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            checkpoint_every=self.checkpoint_every,
+            keep_checkpoints=self.keep_checkpoints,
+        )
+        check_rates(self.learning_rate, self.warmup_fraction, self.weight_decay)
 
     def settings(self) -> dict:
         settings = super().settings()
@@ -244,3 +272,14 @@ class PretrainConfig(RunConfig):
     checkpoint_every_minutes: float | None = like(FinetuneConfig, "checkpoint_every_minutes")
     overwrite: bool = like(FinetuneConfig, "overwrite")
     verbose: object = like(FinetuneConfig, "verbose")
+
+    def __post_init__(self):
+        check_flags(
+            num_train_steps=self.num_train_steps,
+            batch_size=self.batch_size,
+            max_predictions_per_seq=self.max_predictions_per_seq,
+            checkpoint_every=self.checkpoint_every,
+            keep_checkpoints=self.keep_checkpoints,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+        )
+        check_rates(self.learning_rate, self.warmup_fraction)

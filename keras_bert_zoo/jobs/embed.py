@@ -16,7 +16,7 @@ import numpy as np
 from keras_bert_zoo.data.line_stream import LineSource, count_lines
 from keras_bert_zoo.inference.outputs import NpyRows, StreamOutput
 from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW, Progress, stream
-from keras_bert_zoo.jobs.checks import input_file, output_file
+from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
 from keras_bert_zoo.jobs.streaming import model_identity
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
@@ -153,6 +153,7 @@ def run_embed(
     check_positive_int("batch_size", batch_size)
     check_positive_int("window", window)
     check_runtime(runtime, precision, model, "embedder")
+    check_apart({"--output": output}, {"--input": input, "--model": model})
     path = input_file("--input", input, "a text file, one text per line")
     rows = count_lines(path)
     if not rows:

@@ -22,16 +22,16 @@ import keras
 from keras_bert_zoo import export as exports
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS, TASK_MODELS
 from keras_bert_zoo.jobs.checks import (
-    check_flags,
+    check_apart,
     check_length,
     check_lora,
-    check_rates,
     input_file,
     output_directory,
 )
 from keras_bert_zoo.jobs.config import FinetuneConfig
 from keras_bert_zoo.jobs.logs import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
+from keras_bert_zoo.jobs.rundir import check_overwrite
 from keras_bert_zoo.jobs.validation import ValidationCallback
 from keras_bert_zoo.lora import enable_lora, merge_lora
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
@@ -116,13 +116,7 @@ def _prepare(config: FinetuneConfig):
         )
     if config.keep not in ("best", "last"):
         raise ValueError(f"--keep must be 'best' or 'last'. Received: {config.keep!r}.")
-    check_flags(
-        epochs=config.epochs,
-        batch_size=config.batch_size,
-        checkpoint_every=config.checkpoint_every,
-        keep_checkpoints=config.keep_checkpoints,
-    )
-    check_rates(config.learning_rate, config.warmup_fraction, config.weight_decay)
+    # The flags' numbers are checked by `FinetuneConfig` itself (before Keras on the CLI).
     check_lora(config.lora_rank, config.lora_alpha, config.lora_targets)
     check_length("--sequence-length", config.sequence_length, config.preset, minimum=8)
     check_minutes(config.checkpoint_every_minutes)
@@ -130,6 +124,9 @@ def _prepare(config: FinetuneConfig):
     for flag, path in (("--train", config.train), ("--validation", config.validation)):
         input_file(flag, path, f"a {task.spec.file_kind} file")
     output_directory("--output", config.output)
+    inputs = {"--train": config.train, "--validation": config.validation, "--preset": config.preset}
+    check_apart({"--output": config.output}, inputs)
+    check_overwrite(config.output, config.overwrite)
     distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
     export = exports.export_on_this_backend(config.export, Path(config.output) / "preset")
     set_precision(config.mixed_precision)

@@ -11,12 +11,26 @@ float32 or int8 (`keras_bert_zoo.runtimes`); every task decodes the outputs the 
 
 from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW
-from keras_bert_zoo.jobs.checks import input_file, output_file
+from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
 from keras_bert_zoo.jobs.predict_stream import stream_predictions, streams
 from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
 from keras_bert_zoo.training import bucketed_prediction
+
+
+def check_prediction_paths(paths: list, overwrite: bool) -> None:
+    """The side files beside `--output` (`paths[1:]`): an existing one is replaced only with
+    `overwrite`, since kbz cannot tell its own earlier file from one the user wrote there."""
+    for side in paths[1:]:
+        if side.is_dir():
+            raise ValueError(f"--output: {side}, written beside it, is a directory. Move it.")
+        if side.exists() and not overwrite:
+            raise ValueError(
+                f"--output {paths[0]}: {side.name} is written beside it and {side} already "
+                "exists. Pass --overwrite to replace it, or choose an --output in another "
+                "directory."
+            )
 
 
 def run_predict(
@@ -32,6 +46,7 @@ def run_predict(
     restart: bool = False,
     runtime: str = DEFAULT_RUNTIME,
     precision: str = DEFAULT_PRECISION,
+    overwrite: bool = False,
     **options,
 ) -> dict:
     """Predicts `input` with the fine-tuned `model`; writes the prediction file(s) at `output`.
@@ -57,6 +72,10 @@ def run_predict(
             runtime predicts the file whole.
         precision: "float32" or "int8"; an int8 model is checked against float32 on rows of
             `input` when it is written, and a loss above the tolerance is a warning.
+        overwrite: replace existing side files (QA's `nbest_predictions.json`, the
+            reranker's `*.ranked.tsv`). `output`, the file named, is replaced as today; a
+            side file is named by kbz, not by the user, so an existing one (maybe the
+            user's own) is replaced only when asked.
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 
@@ -67,6 +86,9 @@ def run_predict(
     spec = FINETUNING_TASKS[task].spec
     input_file("--input", input, f"a {spec.file_kind} file")
     output_file("--output", output, "prediction file", spec.prediction_file)
+    check_prediction_paths(FINETUNING_TASKS[task].prediction_paths(output), overwrite)
+    check_apart({"--output": FINETUNING_TASKS[task].prediction_paths(output)},
+                {"--input": input, "--model": model})  # fmt: skip
     keras = runtime == DEFAULT_RUNTIME and precision == DEFAULT_PRECISION
     network, preprocessor, config, settings = load_task_model(
         model, task, sequence_length, jit_compile, build=keras

@@ -14,14 +14,14 @@ from keras_bert_zoo.data.pretraining.datasets import RecordStream, require_recor
 from keras_bert_zoo.data.pretraining.masking import MaskingStream
 from keras_bert_zoo.data.pretraining.text import expand_input_patterns
 from keras_bert_zoo.jobs.checks import (
-    check_flags,
+    check_apart,
     check_length,
-    check_rates,
     output_directory,
 )
 from keras_bert_zoo.jobs.config import PretrainConfig
 from keras_bert_zoo.jobs.logs import tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
+from keras_bert_zoo.jobs.rundir import check_overwrite
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.pretraining import compile_pretrainer
@@ -144,21 +144,17 @@ def _prepare(config: PretrainConfig):
     """Every check before any work and before --output exists; `(interval, strategy)`."""
     if input_flag(config.input_file, config.text_file)[0] == "--input-file":
         require_records()  # TFRecords need TensorFlow: say so before anything is made
-    check_flags(
-        num_train_steps=config.num_train_steps,
-        batch_size=config.batch_size,
-        max_predictions_per_seq=config.max_predictions_per_seq,
-        checkpoint_every=config.checkpoint_every,
-        keep_checkpoints=config.keep_checkpoints,
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-    )
-    check_rates(config.learning_rate, config.warmup_fraction)
+    # The flags' numbers are checked by `PretrainConfig` itself (before Keras on the CLI).
     check_minutes(config.checkpoint_every_minutes)
     check_length("--max-seq-length", config.max_seq_length, config.preset, minimum=8)
     steps = config.num_train_steps
     interval = config.checkpoint_every or min(DEFAULT_CHECKPOINT_EVERY, steps)
     interval_sizes(steps, interval, f"--num-train-steps {steps}")
     output_directory("--output", config.output)
+    flag, patterns = input_flag(config.input_file, config.text_file)
+    inputs = {flag: expand_input_patterns(patterns, flag), "--preset": config.preset}
+    check_apart({"--output": config.output}, inputs)
+    check_overwrite(config.output, config.overwrite)
     distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
     check_global_batch(config.batch_size, distribution)
     set_precision(config.mixed_precision)

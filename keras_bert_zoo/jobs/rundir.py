@@ -13,8 +13,12 @@ many checkpoints to keep) may differ between attempts.
 Nothing is lost to a failed start: an attempt that ends (an error, Ctrl-C) before its first
 checkpoint removes what it wrote, and one that was killed before it (no checkpoint, so
 nothing to resume) is replaced by the next run in that directory, without `--overwrite`.
-`--overwrite` removes only what a run writes (`RUN_FILES`) and refuses a directory holding
-other files. The lock file goes when the run ends.
+Which files are the run's is `saving.ownership`'s rule: a complete run's `run.json` lists
+every file it wrote (`files`); an unfinished run (killed, or written by an older version)
+owns only what matches `RUN_LAYOUT`. `--overwrite` removes exactly those files and refuses,
+naming them, if any other file is anywhere below `--output`; other files at the top of
+`--output` may stay beside a run, but none below `preset/` or `export/`, which the run
+replaces whole at its end (refused before any work). The lock file goes when the run ends.
 """
 
 import contextlib
@@ -22,12 +26,12 @@ import fcntl
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 
 from keras_bert_zoo.choices import PREDICTION_FILES
 from keras_bert_zoo.console import status
 from keras_bert_zoo.presets.sources import RUN_MANIFEST
+from keras_bert_zoo.saving import ownership
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.checksums import sha256_file
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE
@@ -35,20 +39,44 @@ from keras_bert_zoo.training.checkpoint_files import STATE_FILE
 logger = logging.getLogger(__name__)
 MANIFEST = RUN_MANIFEST
 LOCK = ".lock"
-# What runs write in their directory; `--overwrite` and a failed start remove only these.
-RUN_FILES = {
-    MANIFEST,
-    LOCK,
-    "checkpoints",
-    "logs",
-    "metrics.json",
-    "model.keras",
-    "adapter.safetensors",
-    "preset",
-    "export",
-    "nbest_predictions.json",
+NBEST_FILE = "nbest_predictions.json"  # `finetuning.prediction_files`
+_TOP_FILES = (
+    MANIFEST, LOCK, "metrics.json", "model.keras", "adapter.safetensors", NBEST_FILE,
     *PREDICTION_FILES.values(),
-}
+    *(f"{Path(f).stem}.ranked.tsv" for f in PREDICTION_FILES.values() if f.endswith(".tsv")),
+)  # fmt: skip
+# What a run writes, at any moment of its life (`saving.ownership`: the rule where a run has
+# not recorded its files yet). Checkpoint names: `training.checkpoint_files`, `jobs.validation`.
+RUN_LAYOUT = (
+    ownership.Layout(_TOP_FILES)
+    + ownership.Layout(
+        (
+            "checkpoints/",
+            "checkpoints/state.json",
+            "checkpoints/ckpt-*.weights.h5",
+            "checkpoints/ckpt-*.seeds.npz",
+            "checkpoints/validation.json",
+            "checkpoints/best.weights.h5",
+            "checkpoints/best.lora.npz",
+            "checkpoints/.ckpt-*",
+            "checkpoints/.state.json.*",
+            "checkpoints/.validation.json.*",
+            "checkpoints/.best.*",
+            "logs/",
+            "logs/train/",
+            "logs/validation/",
+            "logs/train/events.out.tfevents.*",
+            "logs/validation/events.out.tfevents.*",
+            "export/",
+            "export/.1.*",
+            "export/.1.*/**",
+        )
+    )  # fmt: skip
+    + ownership.PRESET.below("preset")
+    + ownership.SAVED_MODEL.below("export/1")
+    + ownership.staging_leftovers((*_TOP_FILES, "preset"))
+)
+_REPLACED_WHOLE = ("preset/", "export/")  # written by `staged_directory` at the run's end
 _FULL_HASH_BYTES = 64 << 20  # larger inputs (pretraining corpora) hash their first 64 MiB
 
 
@@ -69,6 +97,37 @@ def _differences(stored: dict, current: dict, execution: set, defaults: dict) ->
         for key in keys
         if stored.get(key) != current.get(key)
     ]
+
+
+def _recorded(output: Path):
+    """The files a complete run's record lists, else None (`RUN_LAYOUT` decides)."""
+    try:
+        stored = json.loads((output / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    files = stored.get("files") if isinstance(stored, dict) else None
+    if stored.get("status") != "complete" or not isinstance(files, list):
+        return None
+    return {*files, MANIFEST, LOCK}
+
+
+def foreign_run_files(output) -> list:
+    """The files below a run's `output` that no kbz run wrote (`saving.ownership`'s rule)."""
+    return ownership.foreign_files(Path(output), _recorded(Path(output)), RUN_LAYOUT)
+
+
+def refuse_foreign(output, foreign: list, consequence: str) -> None:
+    if foreign:
+        raise ValueError(
+            f"--output {output} holds files no kbz run wrote ({ownership.describe(foreign)}); "
+            f"{consequence}. Move them elsewhere, or choose another --output."
+        )
+
+
+def check_overwrite(output, overwrite: bool) -> None:
+    """What `RunDirectory(..., overwrite=True)` refuses, checked before any work."""
+    if overwrite:
+        refuse_foreign(output, foreign_run_files(output), "--overwrite would delete them")
 
 
 class RunDirectory(contextlib.AbstractContextManager):
@@ -118,9 +177,12 @@ class RunDirectory(contextlib.AbstractContextManager):
         self._lock = self._acquire()
         try:
             if self.overwrite:
-                self._refuse_foreign("--overwrite would delete them")
+                self._refuse_foreign(self._foreign(), "--overwrite would delete them")
                 self._clear()
             self._check_manifest()
+            if self.finished is None:
+                replaced = [f for f in self._foreign() if f.startswith(_REPLACED_WHOLE)]
+                self._refuse_foreign(replaced, "the run replaces preset/ and export/ at its end")
         except BaseException:
             self._release()  # `with` calls __exit__ only once __enter__ has returned
             raise
@@ -154,23 +216,14 @@ class RunDirectory(contextlib.AbstractContextManager):
                 return handle
             handle.close()
 
-    def _own(self, name: str) -> bool:
-        """A name a run writes, or a staging/backup copy of one (`.preset.x1y2`, `.old`)."""
-        return name in RUN_FILES or any(name.startswith(f".{own}.") for own in RUN_FILES)
+    def _foreign(self) -> list:
+        return foreign_run_files(self.output)
 
-    def _refuse_foreign(self, consequence: str) -> None:
-        foreign = sorted(p.name for p in self.output.iterdir() if not self._own(p.name))
-        if foreign:
-            raise ValueError(
-                f"--output {self.output} holds files no kbz run wrote ({', '.join(foreign[:5])}"
-                f"{', ...' if len(foreign) > 5 else ''}); {consequence}. Move them elsewhere, "
-                "or choose another --output."
-            )
+    def _refuse_foreign(self, foreign: list, consequence: str) -> None:
+        refuse_foreign(self.output, foreign, consequence)
 
     def _clear(self):
-        for path in self.output.iterdir():
-            if path.name != LOCK and self._own(path.name):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        ownership.remove_owned(self.output, _recorded(self.output), RUN_LAYOUT, keep=(LOCK,))
 
     def _has_checkpoint(self) -> bool:
         return (self.output / "checkpoints" / STATE_FILE).is_file()
@@ -184,7 +237,7 @@ class RunDirectory(contextlib.AbstractContextManager):
         others = [p.name for p in self.output.iterdir() if p.name not in (LOCK, MANIFEST)]
         if not manifest.is_file():
             if others:
-                fix = " or pass --overwrite to replace them" if all(map(self._own, others)) else ""
+                fix = "" if self._foreign() else " or pass --overwrite to replace them"
                 raise ValueError(
                     f"--output {self.output} already holds files ({', '.join(sorted(others)[:5])}"
                     f") but no kbz run record. Choose another --output{fix}."
@@ -237,10 +290,12 @@ class RunDirectory(contextlib.AbstractContextManager):
 
     def complete(self, metrics: dict) -> None:
         """Records the run as complete with its metrics; its checkpoints are no longer needed."""
-        write_json(
-            self.output / MANIFEST, {**self.record, "status": "complete", "metrics": metrics}
-        )
-        shutil.rmtree(self.output / "checkpoints", ignore_errors=True)
+        # Its checkpoints are no longer needed (only the run's own files below checkpoints/).
+        ownership.remove_owned(self.output, None, RUN_LAYOUT, keep=(LOCK,), below="checkpoints/")
+        foreign = set(self._foreign())
+        files = [f for f in ownership.leaves(self.output) if f not in foreign and f != LOCK]
+        record = {**self.record, "status": "complete", "metrics": metrics}
+        write_json(self.output / MANIFEST, {**record, "files": sorted({*files, MANIFEST})})
         self._fresh = False
 
     def __exit__(self, exc_type=None, *exc_info):

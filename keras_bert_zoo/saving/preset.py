@@ -20,9 +20,9 @@ from pathlib import Path
 
 from keras_bert_zoo.architecture import check_architecture, parameter_count
 from keras_bert_zoo.choices import POOLING_MODES
+from keras_bert_zoo.saving import ownership
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory
 from keras_bert_zoo.saving.checksums import (
-    CHECKSUM_FILE,
     read_checksums,
     resolve_inside,
     sha256_file,
@@ -35,13 +35,6 @@ from keras_bert_zoo.saving.weights import read_weights, save_weights
 PRESET_FILE = "preset.json"
 VOCABULARY_FILE = "vocab.txt"
 WEIGHTS_FILE = "model.weights.safetensors"
-# What a preset directory, or a Hugging Face / sentence-transformers one written by
-# `kbz convert --to huggingface`, holds: `overwrite` replaces such a directory only.
-WRITTEN_FILES = {
-    PRESET_FILE, VOCABULARY_FILE, WEIGHTS_FILE, CHECKSUM_FILE, "config.json",
-    "model.safetensors", "tokenizer_config.json", "special_tokens_map.json", "modules.json",
-    "1_Pooling", "2_Normalize", "sentence_bert_config.json",
-}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +169,7 @@ def read_preset_weights(config: PresetConfig) -> dict:
 def check_new_directory(directory, overwrite: bool) -> Path:
     """`directory` as a Path, if it does not exist yet or may be replaced: `overwrite`
     replaces an earlier preset or converted checkpoint, never a folder of other files."""
-    return check_replaceable(directory, WRITTEN_FILES, overwrite, "a preset or checkpoint")
+    return check_replaceable(directory, ownership.PRESET, overwrite, "a preset or checkpoint")
 
 
 def write_preset_directory(

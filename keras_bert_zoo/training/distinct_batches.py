@@ -42,6 +42,20 @@ def distinct_batches(pairs, batch_size: int, seed: int) -> list[list[int]]:
     return batches
 
 
+def no_full_batch(pairs, batch_size: int) -> str:
+    """Why `pairs` fill no batch: how many distinct texts each side has, and the fix."""
+    firsts, seconds = (len({pair[side] for pair in pairs}) for side in (0, 1))
+    fewest = min(firsts, seconds)
+    return (
+        f"{len(pairs)} pairs make no full batch of {batch_size} distinct texts: a batch takes "
+        f"{batch_size} pairs that share no text, and the pairs hold only {firsts} distinct "
+        f"queries and {seconds} distinct passages (questions on a few passages, as "
+        f"tools/squad_pairs.py makes from a small file, repeat them). Lower --batch-size "
+        f"(at most {fewest} here; in-batch negatives learn more from larger batches), or add "
+        "pairs with other texts."
+    )
+
+
 class DistinctBatchSchedule(BatchSchedule):
     """`BatchSchedule`'s interface over `distinct_batches`, drawn for `epochs` epochs.
 
@@ -61,10 +75,7 @@ class DistinctBatchSchedule(BatchSchedule):
         drawn = [distinct_batches(pairs, batch_size, seed + e) for e in range(epochs)]
         self.steps_per_epoch = min(len(batches) for batches in drawn)
         if not self.steps_per_epoch:
-            raise ValueError(
-                f"{len(pairs)} pairs make no full batch of {batch_size} distinct texts. Lower "
-                "--batch-size or add pairs."
-            )
+            raise ValueError(no_full_batch(pairs, batch_size))
         self._drawn = [np.asarray(b[: self.steps_per_epoch], np.int64) for b in drawn]
         longest = np.asarray(lengths)[np.concatenate(self._drawn)].max(axis=-1)
         # a step embeds 2 x batch_size sequences of the batch's longest length

@@ -5,6 +5,8 @@ The implementation (Keras, TensorFlow, tf2onnx) is imported when the command run
 
 from pathlib import Path
 
+from keras_bert_zoo.cli.common import SAVED_MODEL_LOADING
+
 DEFAULT_SEQUENCE_LENGTH = 128  # for a preset that records no length
 
 
@@ -90,7 +92,10 @@ def _model(args):
 
 
 def run(args) -> int:
+    from keras_bert_zoo.saving.ownership import check_apart
     from keras_bert_zoo.tokenization import BertPreprocessor  # when run: --help stays instant
+
+    check_apart({"DESTINATION": args.destination}, {"SOURCE": args.source, "--preset": args.preset})
 
     onnx = args.format == "onnx"
     if onnx:  # a missing extra is named before any work, as one line (kbz prints ValueError)
@@ -148,10 +153,13 @@ def run(args) -> int:
         strings=not args.ids_only,
         overwrite=args.overwrite,
     )
-    print(
-        f"Exported {path} ({model.task}{details}): signatures serving_default (strings) "
-        "and serve_token_ids."
-    )
+    if args.ids_only:
+        print(f"Exported {path} ({model.task}{details}): signature serve_token_ids.")
+    else:
+        print(
+            f"Exported {path} ({model.task}{details}): signatures serving_default (strings) "
+            f"and serve_token_ids. {SAVED_MODEL_LOADING}."
+        )
     if args.quantize:
         print(
             "Note: a Keras int8 SavedModel is ~3.5x smaller but ran at 0.16x the float one's "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from keras_bert_zoo.choices import LORA_LEARNING_RATE, PREDICTION_FILES
 from keras_bert_zoo.cli import finetune_flags
-from keras_bert_zoo.cli.common import list_outputs
+from keras_bert_zoo.cli.common import SAVED_MODEL_LOADING, list_outputs
 from keras_bert_zoo.cli.compile_flags import RESOLVED, add_compile_cache_argument
 from keras_bert_zoo.cli.config_flags import add_config_flags, config_from_args
 from keras_bert_zoo.cli.task_flags import (
@@ -29,7 +29,7 @@ FLAGS = (
 def add_parser(subcommands) -> None:
     finetune = subcommands.add_parser(
         "finetune",
-        help="fine-tune a classifier, tagger, QA model or sentence embedder",
+        help="fine-tune a classifier, tagger, QA model, reranker or sentence embedder",
         description="`kbz finetune TASK --help` lists the task's flags and its defaults.",
     )
     tasks = finetune.add_subparsers(dest="task", required=True, metavar="TASK")
@@ -46,16 +46,22 @@ def add_parser(subcommands) -> None:
         add_config_flags(parser, FinetuneConfig, rest)
         add_finetune_task_flags(parser, task)
         add_config_flags(parser, FinetuneConfig, LORA)
-        parser.set_defaults(run=run)
+        parser.set_defaults(run=run, check=run_config)
+
+
+def run_config(args) -> FinetuneConfig:
+    """The run's config from the flags (it checks them: no library imported yet)."""
+    finetune_flags.resolve(args)  # the task's defaults for the flags left out
+    task, options = FINETUNE_TASKS[args.task], finetune_options(args)
+    return config_from_args(FinetuneConfig, args, task=task, task_options=options)
 
 
 def run(args) -> int:
     """Every task (`jobs.finetune`), then the metrics and one line per output written."""
     from keras_bert_zoo.jobs import finetune  # when run: --help stays instant
 
-    finetune_flags.resolve(args)  # the task's defaults for the flags left out
-    task, options = FINETUNE_TASKS[args.task], finetune_options(args)
-    config = config_from_args(FinetuneConfig, args, task=task, task_options=options)
+    config = run_config(args)
+    task = config.task
     metrics = finetune.finetune(config)
     print(json.dumps(metrics, indent=2, sort_keys=True))
     output = Path(args.output)
@@ -73,7 +79,7 @@ def run(args) -> int:
         ("model.keras", "the Keras model (kbz.load_model)"),
         ("adapter.safetensors", "LoRA adapters and head alone (kbz.load_lora_weights)"),
         preset,
-        ("export/1", "SavedModel for TF Serving, raw strings in"),
+        ("export/1", f"SavedModel for TF Serving, raw strings in ({SAVED_MODEL_LOADING})"),
         *listed,
         ("logs", "TensorBoard: tensorboard --logdir " + str(output / "logs")),
     )

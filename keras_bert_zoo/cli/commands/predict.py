@@ -38,6 +38,12 @@ def add_parser(subcommands) -> None:
             help=f"the file to write, as `kbz finetune {task}` writes {spec.prediction_file}"
             " (QA also writes nbest_predictions.json beside it)",
         )
+        parser.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="replace an existing side file beside --output (QA's nbest_predictions.json, "
+            "the reranker's *.ranked.tsv; --output itself is always replaced)",
+        )
         parser.add_argument("--batch-size", type=int, default=64, help="(default: 64)")
         parser.add_argument(
             "--sequence-length",
@@ -81,6 +87,7 @@ def run(args) -> int:
         bucketing=args.bucketing,
         runtime=args.runtime,
         precision=args.precision,
+        overwrite=args.overwrite,
         **options,
     )
     print(f"Wrote {', '.join(result['files'])}")

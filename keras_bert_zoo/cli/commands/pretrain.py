@@ -25,13 +25,18 @@ def add_parser(subcommands) -> None:
         add_config_flags(pretrain, PretrainConfig, names, defaults=RESOLVED)
     add_compile_cache_argument(pretrain)
     add_config_flags(pretrain, PretrainConfig, last)
-    pretrain.set_defaults(run=run)
+    pretrain.set_defaults(run=run, check=run_config)
+
+
+def run_config(args) -> PretrainConfig:
+    """The run's config from the flags (it checks them: no library imported yet)."""
+    return config_from_args(PretrainConfig, args)
 
 
 def run(args) -> int:
     from keras_bert_zoo.jobs import pretrain  # when run: --help stays instant
 
-    metrics = pretrain.pretrain(config_from_args(PretrainConfig, args))
+    metrics = pretrain.pretrain(run_config(args))
     print(json.dumps(metrics, indent=2, sort_keys=True))
     list_outputs(
         args.output,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from keras_bert_zoo.data.pretraining import records, text
 from keras_bert_zoo.data.pretraining.instances import InstanceConfig
+from keras_bert_zoo.saving.ownership import check_apart
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def create_pretraining_data(
         raise ValueError(f"--dupe_factor={dupe_factor} must be >= 1.")
     inputs = text.expand_input_patterns(input_file)
     outputs = records.expand_output_files(output_file, inputs)
+    check_apart({"--output_file": outputs}, {"--vocab_file": vocab_file, "--preset": preset})
     vocab_path, lowercase = text.resolve_vocabulary(vocab_file, preset, do_lower_case)
     vocab = text.vocabulary_info(load_vocabulary(vocab_path), lowercase, str(vocab_path))
     records.check_writable(outputs)

@@ -25,6 +25,7 @@ from keras_bert_zoo.data.pretraining import text
 from keras_bert_zoo.data.pretraining.features import feature_shapes, instance_features
 from keras_bert_zoo.extras import TF_RECORDS, require_tensorflow
 from keras_bert_zoo.saving.atomic import fsync_path
+from keras_bert_zoo.saving.ownership import check_apart
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +74,7 @@ def expand_output_files(output_file, input_files=()) -> list:
         )
     if not all(outputs) or len(set(outputs)) != len(outputs):
         raise ValueError(f"--output_file {output_file}: empty or repeated file names.")
-    clobbered = {os.path.abspath(p) for p in outputs} & {os.path.abspath(p) for p in input_files}
-    if clobbered:
-        raise ValueError(f"--output_file would overwrite the input {sorted(clobbered)[0]}.")
+    check_apart({"--output_file": outputs}, {"--input_file": input_files})
     return outputs
 
 
