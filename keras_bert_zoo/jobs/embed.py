@@ -193,9 +193,14 @@ _SAMPLE_ROWS = 1000  # rows an int8 export calibrates and is checked on (runtime
 
 
 def _first_lines(path, count: int) -> list[str]:
+    """Up to `count` lines from the start; a malformed line ends the sample early (the
+    streaming pass reports it with its number, after the rows before it are written)."""
     texts = []
-    for _, text in LineSource(path):
-        texts.append(text)
-        if len(texts) == count:
-            break
-    return texts
+    try:
+        for _, text in LineSource(path):
+            texts.append(text)
+            if len(texts) == count:
+                break
+    except ValueError:
+        pass
+    return texts or [""]
