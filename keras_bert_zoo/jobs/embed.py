@@ -183,7 +183,12 @@ def run_embed(
     records = ((text, source.mark()) for _, text in source)
     with StreamOutput(output, identity, NpyRows(rows, width), restart) as out:
         progress = Progress(rows, out.rows, f"embed [{runtime} {precision}]")
-        stream(records, embed, out, window, progress)
+        try:
+            stream(records, embed, out, window, progress)
+        except ValueError as error:  # a malformed line: named with its flag, as everywhere
+            if str(error).startswith(str(path)):
+                raise ValueError(f"--input {error}") from None
+            raise
     warn_full(full[0], rows, length)
     result = {"file": str(output), "shape": [rows, width], **embedder.task_config}
     return {**result, "runtime": runtime, "precision": precision}

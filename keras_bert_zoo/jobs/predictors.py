@@ -165,6 +165,10 @@ def _model_source(model) -> tuple[Path, dict]:
     return model_source(path)
 
 
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
 def load_task_model(
     model, task: str, sequence_length=None, jit_compile: bool = True, build: bool = True
 ):
@@ -175,7 +179,7 @@ def load_task_model(
     config = load_preset_config(preset)
     if config.task != task:
         raise ValueError(
-            f"--model {model} holds a {config.task} model, not a {task}. Predict "
+            f"--model {model} holds {_a(config.task)} model, not {_a(task)}. Predict "
             "with the task it was fine-tuned for."
         )
     length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128

@@ -92,7 +92,7 @@ def _model(args):
 
 
 def run(args) -> int:
-    from keras_bert_zoo.saving.ownership import check_apart
+    from keras_bert_zoo.saving.ownership import check_apart  # when run, as the job below
     from keras_bert_zoo.tokenization import BertPreprocessor  # when run: --help stays instant
 
     check_apart({"DESTINATION": args.destination}, {"SOURCE": args.source, "--preset": args.preset})
