@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
+from conftest import save_tiny_preset
 
 import keras_bert_zoo as kbz
 
@@ -188,3 +190,15 @@ SCRIPTS = {
     "embedder": (embedder_script, check_embedder),
     "reranker": (reranker_script, check_reranker),
 }
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    return save_tiny_preset(tmp_path_factory.mktemp("tiny") / "preset")
+
+
+@pytest.mark.parametrize("task", sorted(SCRIPTS))
+def test_task_script_on_raw_data(preset, tmp_path, task):
+    """Imported by each backend's test module, which runs it on that backend."""
+    script, check = SCRIPTS[task]
+    check(script(preset, tmp_path))

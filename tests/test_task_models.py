@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (the imported `preset` fixture is a test argument)
 """The task models (`kbz.BertClassifier`, `BertTagger`, `BertQuestionAnswerer`,
 `BertEmbedder`, `BertReranker`) on raw data, TensorFlow tier: each task's short script
 (`task_model_scripts.py`, also run on JAX and PyTorch), the same weights as `kbz finetune`
@@ -9,23 +10,18 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import save_tiny_preset
-from task_model_scripts import DATA, SCRIPTS, squad, sst2, wnut
+from task_model_scripts import (  # noqa: F401 (the fixture and the shared test)
+    DATA,
+    preset,
+    squad,
+    sst2,
+    test_task_script_on_raw_data,
+    wnut,
+)
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.jobs import embed as embed_job
 from keras_bert_zoo.jobs import finetune as runs
-
-
-@pytest.fixture(scope="module")
-def preset(tmp_path_factory):
-    return save_tiny_preset(tmp_path_factory.mktemp("tiny") / "preset")
-
-
-@pytest.mark.parametrize("task", sorted(SCRIPTS))
-def test_task_script_on_raw_data(preset, tmp_path, task):
-    script, check = SCRIPTS[task]
-    check(script(preset, tmp_path))
 
 
 def test_fit_gives_the_weights_of_kbz_finetune(preset, tmp_path):
