@@ -68,6 +68,6 @@ def add_stream_arguments(parser) -> None:
     parser.add_argument(
         "--restart",
         action="store_true",
-        help="discard an unfinished output and start from the first row (without it, the "
+        help="discard an unfinished output and start from the first row (default: off, the "
         "same command continues an unfinished output, and another one is refused)",
     )

@@ -42,7 +42,8 @@ def add_parser(subcommands) -> None:
             "--overwrite",
             action="store_true",
             help="replace an existing side file beside --output (QA's nbest_predictions.json, "
-            "the reranker's *.ranked.tsv; --output itself is always replaced)",
+            "the reranker's *.ranked.tsv; --output itself is always replaced; default: off, an "
+            "existing side file stops the run before any work)",
         )
         parser.add_argument("--batch-size", type=int, default=64, help="(default: 64)")
         parser.add_argument(
