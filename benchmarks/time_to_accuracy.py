@@ -64,7 +64,9 @@ FILES = {
     # driver into the work directory), scored on the 291 questions of 2 other articles
     "squad": (None, DATA / "squad_heldout_sample.json"),
 }
-SHARED = Path("/work/shared/data")  # benchmarks only (see its README); tests never read it
+# The public data sets, outside the repository (benchmarks only; tests never read them):
+# $KBZ_DATA, else ../shared/data beside the clone.
+SHARED = Path(os.environ.get("KBZ_DATA", ROOT.parent / "shared" / "data"))
 # --squad-shared: train on the first 4 articles of the shared SQuAD v1.1 dev articles (1,680
 # questions), score on the next 4 (1,124 questions)
 SQUAD_SHARED, SQUAD_SHARED_TRAIN, SQUAD_SHARED_HELDOUT = (
@@ -353,17 +355,24 @@ def run_hf(args, work: Path) -> float:
         return f1_score(gold, predicted_tags)
 
 
+def _sst2_data(args, stack: str):
+    """`(texts, labels, held-out texts, held-out labels)` for a classifier-only stack, its
+    seed set (keras-hub has no token tagger and no QA task; the scripts are classifiers)."""
+    import keras
+
+    if args.task != "sst2":
+        raise SystemExit(f"{stack} runs a classifier only: --task sst2")
+    keras.utils.set_random_seed(args.seed)
+    return (*read_sst2(train_file(args)), *read_sst2(heldout_file(args)))
+
+
 def run_keras_hub(args, work: Path) -> float:
     import keras
     import keras_hub
 
     from keras_bert_zoo.training.optimizers import NO_DECAY, WarmupLinearDecay
 
-    if args.task != "sst2":
-        raise SystemExit("keras-hub has no token tagger: run --stacks kbz hf for wnut17")
-    keras.utils.set_random_seed(args.seed)
-    texts, labels = read_sst2(train_file(args))
-    heldout_texts, heldout_labels = read_sst2(heldout_file(args))
+    texts, labels, heldout_texts, heldout_labels = _sst2_data(args, "keras_hub")
     classifier = keras_hub.models.BertTextClassifier.from_preset(minilm_dir(), num_classes=2)
     classifier.preprocessor.sequence_length = args.sequence_length
     total = len(texts) // args.batch_size * args.epochs
@@ -543,15 +552,9 @@ def run_kbz_again(args, work: Path) -> float:
 def run_kbz_script(args, work: Path) -> float:
     """`kbz.BertClassifier` in a Keras script on raw strings, its defaults but for the
     recipe's epochs, batch size and length (the issue's three lines, and the evaluation)."""
-    import keras
-
     import keras_bert_zoo as kbz
 
-    if args.task != "sst2":
-        raise SystemExit("kbz_script runs the classifier: --task sst2")
-    keras.utils.set_random_seed(args.seed)
-    texts, labels = read_sst2(train_file(args))
-    heldout_texts, heldout_labels = read_sst2(heldout_file(args))
+    texts, labels, heldout_texts, heldout_labels = _sst2_data(args, "kbz_script")
     classifier = kbz.BertClassifier.from_preset(
         work / "minilm_preset", num_classes=2, sequence_length=args.sequence_length
     )
@@ -562,14 +565,9 @@ def run_kbz_script(args, work: Path) -> float:
 def run_keras_hub_script(args, work: Path) -> float:
     """keras-hub's `BertTextClassifier` three lines on raw strings with its own defaults
     (its `compile()`: Adam at 5e-5, no schedule), at the recipe's length, epochs and batch."""
-    import keras
     import keras_hub
 
-    if args.task != "sst2":
-        raise SystemExit("keras-hub has no token tagger and no QA task: --task sst2")
-    keras.utils.set_random_seed(args.seed)
-    texts, labels = read_sst2(train_file(args))
-    heldout_texts, heldout_labels = read_sst2(heldout_file(args))
+    texts, labels, heldout_texts, heldout_labels = _sst2_data(args, "keras_hub_script")
     classifier = keras_hub.models.BertTextClassifier.from_preset(minilm_dir(), num_classes=2)
     classifier.preprocessor.sequence_length = args.sequence_length
     classifier.fit(x=texts, y=labels, batch_size=args.batch_size, epochs=args.epochs, verbose=0)
