@@ -95,6 +95,9 @@ def test_compile_auto_takes_the_tasks_schedule(preset):
     schedule = optimizer._learning_rate
     assert float(schedule(0)) == 0.0 or float(schedule(1)) <= 1e-3
     assert float(schedule(4)) == pytest.approx(0.0, abs=1e-9)
+    classifier.fit(texts, labels, batch_size=8, epochs=1, verbose=0)  # its own schedule again
+    assert classifier.optimizer is not optimizer
+    assert float(classifier.optimizer._learning_rate(2)) == pytest.approx(0.0, abs=1e-9)
 
 
 def test_tf_data_of_raw_strings(preset):

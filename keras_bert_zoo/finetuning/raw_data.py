@@ -9,9 +9,11 @@ so one engine (the task's `FinetuningTask`) trains and decodes both. Every probl
 raised before any work.
 """
 
+import itertools
 import sys
 from collections.abc import Iterable, Mapping
 
+import keras
 import numpy as np
 
 from keras_bert_zoo.data.conll_reader import TaggedSentence, TaggingData, tag_vocabulary
@@ -24,6 +26,43 @@ from keras_bert_zoo.data.squad_reader import SquadAnswer, SquadExample
 def _is_dataset(value) -> bool:
     tf = sys.modules.get("tensorflow")  # a tf.data dataset implies TensorFlow is loaded
     return tf is not None and isinstance(value, tf.data.Dataset)
+
+
+def _tokenized(value) -> bool:
+    """Whether `value` (a dict, a dataset's element or a batch) is already model inputs."""
+    if isinstance(value, tuple) and value:
+        value = value[0]
+    return isinstance(value, Mapping) and "token_ids" in value
+
+
+def split_stream(x, y):
+    """`(x, y, raw)`: an iterator or `tf.data.Dataset` of raw `(x, y)` elements or batches
+    gathered into whole `x` and `y` lists; anything else as given. `raw` is False for
+    pre-tokenized data (dicts of `token_ids`, ...), which Keras' own `fit` takes."""
+    if isinstance(x, Mapping) or isinstance(x, keras.utils.PyDataset):
+        return x, y, not _tokenized(x) and not isinstance(x, keras.utils.PyDataset)
+    if _is_dataset(x):
+        spec = x.element_spec
+        if _tokenized(spec):
+            return x, y, False
+        x = x.as_numpy_iterator()
+    elif x is None or isinstance(x, (list, tuple, str, bytes, np.ndarray)) or hasattr(x, "tolist"):
+        return x, y, x is not None
+    elif not hasattr(x, "__next__"):
+        return x, y, True
+    first = next(x, None)
+    if first is None:
+        return [], y, True
+    if _tokenized(first):
+        return itertools.chain([first], x), y, False
+    if y is not None or not (isinstance(first, tuple) and len(first) == 2):
+        return [first, *x], y, True
+    xs, ys = [], []
+    for element_x, element_y in itertools.chain([first], x):
+        batched = isinstance(element_x, (list, np.ndarray)) and np.ndim(element_x) >= 1
+        xs.extend(element_x if batched else [element_x])
+        ys.extend(element_y if batched else [element_y])
+    return xs, ys, True
 
 
 def _text(value):

@@ -21,15 +21,12 @@ optimizer, loss or metrics win.
 """
 
 import dataclasses
-import itertools
-import sys
-from collections.abc import Mapping
 
 import keras
-import numpy as np
 
 from keras_bert_zoo.encoder import architecture_of, build_encoder, find_encoder
-from keras_bert_zoo.layers.backend import default_jit_compile
+from keras_bert_zoo.finetuning.raw_data import split_stream
+from keras_bert_zoo.finetuning.task_training import AUTO, TaskValidation, compile_arguments
 from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.presets import factory
 from keras_bert_zoo.presets.registry import load_preset_config
@@ -37,52 +34,8 @@ from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.tasks import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching, bucketed_prediction
-from keras_bert_zoo.training.optimizers import create_optimizer
 
-AUTO = "auto"
 PREDICT_BATCH_SIZE = 64
-
-
-def _is_dataset(value) -> bool:
-    tf = sys.modules.get("tensorflow")  # a tf.data dataset implies TensorFlow is loaded
-    return tf is not None and isinstance(value, tf.data.Dataset)
-
-
-def _tokenized(value) -> bool:
-    """Whether `value` (a dict, a dataset's element or a batch) is already model inputs."""
-    if isinstance(value, tuple) and value:
-        value = value[0]
-    return isinstance(value, Mapping) and "token_ids" in value
-
-
-def split_stream(x, y):
-    """`(x, y, raw)`: an iterator or `tf.data.Dataset` of raw `(x, y)` elements or batches
-    gathered into whole `x` and `y` lists; anything else as given. `raw` is False for
-    pre-tokenized data (dicts of `token_ids`, ...), which Keras' own `fit` takes."""
-    if isinstance(x, Mapping) or isinstance(x, keras.utils.PyDataset):
-        return x, y, not _tokenized(x) and not isinstance(x, keras.utils.PyDataset)
-    if _is_dataset(x):
-        spec = x.element_spec
-        if _tokenized(spec):
-            return x, y, False
-        x = x.as_numpy_iterator()
-    elif x is None or isinstance(x, (list, tuple, str, bytes, np.ndarray)) or hasattr(x, "tolist"):
-        return x, y, x is not None
-    elif not hasattr(x, "__next__"):
-        return x, y, True
-    first = next(x, None)
-    if first is None:
-        return [], y, True
-    if _tokenized(first):
-        return itertools.chain([first], x), y, False
-    if y is not None or not (isinstance(first, tuple) and len(first) == 2):
-        return [first, *x], y, True
-    xs, ys = [], []
-    for element_x, element_y in itertools.chain([first], x):
-        batched = isinstance(element_x, (list, np.ndarray)) and np.ndim(element_x) >= 1
-        xs.extend(element_x if batched else [element_x])
-        ys.extend(element_y if batched else [element_y])
-    return xs, ys, True
 
 
 class TaskModel(BertModel):
@@ -122,6 +75,7 @@ class TaskModel(BertModel):
         self.preprocessor = preprocessor
         self.options = options
         self._compile_request = None
+        self._user_compiled = False  # `compile` with an optimizer and a loss: used as given
 
     @classmethod
     def option_names(cls) -> tuple:
@@ -222,14 +176,15 @@ class TaskModel(BertModel):
         jit_compile=AUTO,
         learning_rate=None,
         warmup_fraction=None,
-        weight_decay=0.01,
+        weight_decay=None,
         **kwargs,
     ):
         """Keras' `compile`, where "auto" takes the task's defaults as `kbz finetune` does:
-        AdamW (epsilon 1e-6, weight decay `weight_decay` except LayerNorm and biases, global
-        clip 1.0) on a warmup + linear-decay schedule peaking at `learning_rate` (the task's
-        default), the task's loss, XLA except on PyTorch. The schedule needs the run's step
-        count, so an "auto" optimizer or loss is made by `fit` from its data."""
+        AdamW (epsilon 1e-6; weight decay `weight_decay`, BERT's 0.01 by default, except on
+        LayerNorm and biases; global clip 1.0) on a warmup + linear-decay schedule peaking at
+        `learning_rate` (the task's default), the task's loss, XLA except on PyTorch. The
+        schedule needs the run's step count, so an "auto" optimizer or loss is made by `fit`
+        from its data."""
         self._compile_request = dict(
             optimizer=optimizer,
             loss=loss,
@@ -240,32 +195,20 @@ class TaskModel(BertModel):
             weight_decay=weight_decay,
             **kwargs,
         )
-        if optimizer != AUTO and loss != AUTO:
+        self._user_compiled = optimizer != AUTO and loss != AUTO
+        if self._user_compiled:
             self._compile(self, None, None)
 
     def _compile(self, trained, dataset, total_steps):
-        """Compiles `trained` (this model, or the behaviour's training wrapper around it)."""
+        """Compiles `trained` (this model, or the behaviour's training wrapper around it) as
+        `compile` asked, its "auto" parts filled in (`task_training.compile_arguments`)."""
         request = dict(self._compile_request or {})
-        spec = self.behaviour.spec
-        optimizer = request.pop("optimizer", AUTO)
-        if optimizer == AUTO:
-            optimizer = create_optimizer(
-                request.pop("learning_rate", None) or spec.defaults["learning_rate"],
-                total_steps,
-                request.pop("warmup_fraction", None) or spec.defaults["warmup_fraction"],
-                weight_decay=request.pop("weight_decay", 0.01),
-                loss_scale=keras.mixed_precision.dtype_policy().name == "mixed_float16",
-            )
-        for key in ("learning_rate", "warmup_fraction", "weight_decay"):
-            request.pop(key, None)
-        loss = request.pop("loss", AUTO)
-        if loss == AUTO:
-            loss = self.job().loss(dataset)
-        jit_compile = request.pop("jit_compile", AUTO)
-        jit_compile = default_jit_compile() if jit_compile == AUTO else jit_compile
-        BertModel.compile(
-            trained, optimizer=optimizer, loss=loss, jit_compile=jit_compile, **request
-        )
+
+        def task_loss():  # made only when the request leaves the loss "auto"
+            return self.job().loss(dataset)
+
+        arguments = compile_arguments(request, self.behaviour.spec, task_loss, total_steps)
+        BertModel.compile(trained, **arguments)
 
     def fit(
         self,
@@ -316,12 +259,7 @@ class TaskModel(BertModel):
         length = self.preprocessor.sequence_length
         schedule = job.training_schedule(dataset, lengths, rows, length, epochs, bucketing, seed)
         trained = job.training_model(self)
-        if (
-            trained is not self
-            or not self.compiled
-            or self._compile_request is None
-            or any(self._compile_request.get(k) == AUTO for k in ("optimizer", "loss"))
-        ):
+        if trained is not self or not self._user_compiled:  # else the user's own, as given
             self._compile(trained, dataset, epochs * schedule.steps_per_epoch)
         stream = batching.training_stream(inputs, targets, schedule, job.sequence_outputs)(0)
         callbacks = list(callbacks or [])
@@ -342,7 +280,12 @@ class TaskModel(BertModel):
             return super().evaluate(x, y, batch_size=batch_size, verbose=verbose, **kwargs)
         job = self.job()
         dataset = self.raw_data(x, y)
-        inputs, _, extra = job.arrays(dataset)
+        return self.scores(job, dataset, job.arrays(dataset), batch_size)
+
+    def scores(self, job, dataset, arrays, batch_size=None) -> dict:
+        """The task's metrics of `dataset`, given its `job.arrays` (tokenized once by the
+        validation callback, which scores the same data after every epoch)."""
+        inputs, _, extra = arrays
         outputs = self.predict_arrays(inputs, batch_size)
         return {k: float(v) for k, v in job.evaluate(dataset, outputs, extra, warn=False).items()}
 
@@ -372,19 +315,3 @@ class TaskModel(BertModel):
         job = self.job()
         inputs, _, extra = job.arrays(dataset)
         return job.predict(dataset, self.predict_arrays(inputs, batch_size), extra)
-
-
-class TaskValidation(keras.callbacks.Callback):
-    """Evaluates the task model on raw `(x, y)` after each epoch: `val_<metric>` logs."""
-
-    def __init__(self, model, x, y=None):
-        super().__init__()
-        self.task_model, self.job = model, model.job()
-        self.dataset = model.raw_data(x, y)
-        self.inputs, _, self.extra = self.job.arrays(self.dataset)  # tokenized once
-
-    def on_epoch_end(self, epoch, logs=None):
-        outputs = self.task_model.predict_arrays(self.inputs)
-        scores = self.job.evaluate(self.dataset, outputs, self.extra, warn=False)
-        if logs is not None:
-            logs.update({f"val_{k}": float(v) for k, v in scores.items()})
