@@ -137,9 +137,6 @@ class BertClassifier(TaskModel):
             kwargs["num_classes"] = len(names)
         return kwargs
 
-    def __init__(self, encoder, preprocessor=None, name=None, **kwargs):
-        super().__init__(encoder, preprocessor, name, **self.task_kwargs(**kwargs))
-
     @property
     def regression(self) -> bool:
         return self.task_config.get("num_classes") == 1

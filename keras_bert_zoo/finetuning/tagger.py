@@ -113,9 +113,6 @@ class BertTagger(TaskModel):
             kwargs.setdefault("num_tags", len(labels))
         return kwargs
 
-    def __init__(self, encoder, preprocessor=None, name=None, labels=None, **kwargs):
-        super().__init__(encoder, preprocessor, name, **self.task_kwargs(labels, **kwargs))
-
     def raw_data(self, x, y=None):
         names = self.task_config.get("label_names")
         if not names:

@@ -55,6 +55,7 @@ class TaskModel(BertModel):
 
     def __init__(self, encoder, preprocessor=None, name=None, **kwargs):
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in self.option_names()}
+        kwargs = self.task_kwargs(**kwargs)
         if getattr(encoder, "task", None) == self.task_name:
             graph = encoder
         else:
