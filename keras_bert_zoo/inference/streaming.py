@@ -14,6 +14,7 @@ there once the line is fixed.
 
 import itertools
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -100,11 +101,15 @@ def _skip_done(records: Iterator, output) -> int:
 
 class Progress:
     """Rows done, rate and time left: a live bar at a terminal (tqdm), else a plain status
-    line at least every `_PLAIN_EVERY_S` seconds (at each window's end) and at the end of a
-    run that long."""
+    line at least every `_PLAIN_EVERY_S` seconds (at each window's end) and one summary line
+    at the end (`embed [onnx int8]: 1,888 texts in 40.2 s (47.0 text/s)`, as
+    `runtimes.loading.progress_bar` writes for a whole-file run); `unit` names a row."""
 
-    def __init__(self, total: int | None, done: int, what: str, every: float = _PLAIN_EVERY_S):
+    def __init__(
+        self, total: int | None, done: int, what: str, every: float = _PLAIN_EVERY_S, unit="row"
+    ):
         self.total, self.first, self.what, self.every = total, done, what, every
+        self.unit = unit
         self.began = self.shown = time.monotonic()
         self.bar = tqdm(total=total, initial=done, unit=" rows", desc=what, disable=None)
 
@@ -125,8 +130,11 @@ class Progress:
             status.info(self.line(done))
 
     def close(self, done: int) -> None:
-        if self.bar.disable and time.monotonic() - self.began >= self.every:  # a long run's
-            status.info(self.line(done))
+        if self.bar.disable:
+            seconds = time.monotonic() - self.began
+            rate = (done - self.first) / max(seconds, 1e-9)
+            line = f"{self.what}: {done - self.first:,} {self.unit}s in {seconds:.1f} s "
+            tqdm.write(f"{line}({rate:.1f} {self.unit}/s)", file=sys.stderr)  # stdout: results
         self.bar.close()
 
 

@@ -159,9 +159,11 @@ def run_embed(
     if not rows:
         raise ValueError(f"--input {path} is empty. Pass a text file with one text per line.")
     source, preprocessor = embedding_preprocessor(model, sequence_length)
-    sample = _packed(preprocessor, _first_lines(path, _SAMPLE_ROWS))  # int8: calibration
+    sample = None  # int8 only: the rows it calibrates on and is checked against float32 with
+    if precision != DEFAULT_PRECISION:
+        sample = _packed(preprocessor, _first_lines(path, _SAMPLE_ROWS))
     embedder = load_runner(source, "embedder", runtime, precision, sample=sample)
-    width = np.asarray(embedder.predict({k: v[:1] for k, v in sample.items()})).shape[-1]
+    width = _width(embedder, preprocessor)
     length = preprocessor.sequence_length
     identity = {
         "command": "embed",
@@ -182,7 +184,7 @@ def run_embed(
 
     records = ((text, source.mark()) for _, text in source)
     with StreamOutput(output, identity, NpyRows(rows, width), restart) as out:
-        progress = Progress(rows, out.rows, f"embed [{runtime} {precision}]")
+        progress = Progress(rows, out.rows, f"embed [{runtime} {precision}]", unit="text")
         try:
             stream(records, embed, out, window, progress)
         except ValueError as error:  # a malformed line: named with its flag, as everywhere
@@ -195,6 +197,13 @@ def run_embed(
 
 
 _SAMPLE_ROWS = 1000  # rows an int8 export calibrates and is checked on (runtimes.loading)
+
+
+def _width(embedder, preprocessor) -> int:
+    """The vectors' width: a Keras model's output shape, else one text run (a runtime's)."""
+    if hasattr(embedder, "output_shape"):
+        return embedder.output_shape[-1]
+    return np.asarray(embedder.predict(_packed(preprocessor, [""]))).shape[-1]
 
 
 def _first_lines(path, count: int) -> list[str]:
