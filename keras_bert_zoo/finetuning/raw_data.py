@@ -53,8 +53,8 @@ def split_stream(x, y):
     first = next(x, None)
     if first is None:
         return [], y, True
-    if _tokenized(first):
-        return itertools.chain([first], x), y, False
+    if _tokenized(first):  # put back as a generator: Keras' adapters take no other iterator
+        return (batch for batch in itertools.chain([first], x)), y, False
     if y is not None or not (isinstance(first, tuple) and len(first) == 2):
         return [first, *x], y, True
     xs, ys = [], []
