@@ -30,7 +30,7 @@ from keras_bert_zoo.jobs.checks import (
     output_directory,
 )
 from keras_bert_zoo.jobs.config import FinetuneConfig
-from keras_bert_zoo.jobs.logs import tensorboard
+from keras_bert_zoo.jobs.logs import check_tensorboard, tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.validation import ValidationCallback
 from keras_bert_zoo.lora import enable_lora, merge_lora
@@ -132,6 +132,7 @@ def _prepare(config: FinetuneConfig):
     output_directory("--output", config.output)
     distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
     export = exports.export_on_this_backend(config.export, Path(config.output) / "preset")
+    check_tensorboard(Path(config.output))
     set_precision(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
     preprocessor = BertPreprocessor.from_preset(

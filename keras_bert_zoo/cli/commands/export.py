@@ -100,6 +100,11 @@ def run(args) -> int:
             onnx_export.require_onnx()
         except ImportError as error:
             raise ValueError(str(error)) from error
+    else:
+        from keras_bert_zoo.export import saved_model_missing
+
+        if saved_model_missing():
+            raise ValueError(saved_model_missing())
     keras_file = Path(args.source).suffix == ".keras"
     if args.task is not None and keras_file:
         raise ValueError(
