@@ -70,7 +70,7 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
             length,
         )
     buckets = bucketed_prediction.prediction_buckets(embedder, length)
-    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
+    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, False, label="embed")
     return np.asarray(vectors, np.float32)
 
 

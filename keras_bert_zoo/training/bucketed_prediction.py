@@ -27,7 +27,8 @@ import numpy as np
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.layers.backend import jax_platform
 from keras_bert_zoo.training.batching import bucket_ids, bucket_lengths, real_lengths, trim_length
-from keras_bert_zoo.training.processes import local_forward, process_count
+from keras_bert_zoo.training.processes import is_chief, local_forward, process_count
+from keras_bert_zoo.training.progress import LogLines, interactive
 
 # Keras on TensorFlow imported it already (the graph forward pass, the device check).
 tf = require_tensorflow(TF_DATA_PIPELINES) if keras.backend.backend() == "tensorflow" else None
@@ -72,7 +73,9 @@ def cpu_bucket_lengths(sequence_length: int) -> list[int]:
     return lengths + [sequence_length]
 
 
-def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
+def predict(
+    model, x: dict, batch_size: int, buckets, sequence_outputs: bool, label: str = "predict"
+):
     """`model.predict(x)` with batches of similar length trimmed to their bucket.
 
     Examples are sorted by real length; consecutive batches share the bucket of their
@@ -83,12 +86,15 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool):
     eager PyTorch) batches get no filler.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
+    Where standard output is not a terminal, a line named `label` shows the rows done
+    (`progress.LogLines`).
     """
     run = _graph_forward(model) if predicts_as_graph(model) else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
     whole = not predicts_any_shape(model)
-    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole=whole)
+    lines = LogLines(label, len(real_lengths(x)), "rows", enabled=not interactive() and is_chief())
+    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole, lines)
 
 
 def predicts_as_graph(model) -> bool:
@@ -124,22 +130,24 @@ def _graph_forward(model):
         _GRAPHS[model] = tf.function(lambda inputs: owner()(inputs, training=False))
     graph = _GRAPHS[model]
 
-    def run(inputs: dict, batch_size: int):
+    def run(inputs: dict, batch_size: int, batch_done=None):
         specs = {k: tf.TensorSpec([None, None], tf.as_dtype(v.dtype)) for k, v in inputs.items()}
         function = graph.get_concrete_function(specs)
-        count = len(next(iter(inputs.values())))
-        parts = [
-            function({k: tf.constant(v[begin : begin + batch_size]) for k, v in inputs.items()})
-            for begin in range(0, count, batch_size)
-        ]
+        count, parts = len(next(iter(inputs.values()))), []
+        for begin in range(0, count, batch_size):
+            batch = {k: tf.constant(v[begin : begin + batch_size]) for k, v in inputs.items()}
+            parts.append(function(batch))
+            if batch_done is not None:
+                batch_done(min(batch_size, count - begin))
         return tf.nest.map_structure(lambda *p: np.concatenate([t.numpy() for t in p]), *parts)
 
     return run
 
 
 def _predict(
-    model, x: dict, batch_size: int, buckets, sequence_outputs: bool, run=None, whole=True
-):
+    model, x: dict, batch_size: int, buckets, sequence_outputs: bool, run=None, whole=True,
+    lines=None,
+):  # fmt: skip
     total = np.asarray(x["token_ids"]).shape[1]
     lengths = real_lengths(x)
     if not len(lengths):
@@ -152,16 +160,44 @@ def _predict(
         # compile per shape, no filler.
         filled = np.resize(rows, -(-len(rows) // batch_size) * batch_size) if whole else rows
         inputs = {key: trim_length(np.asarray(v)[filled], length, True) for key, v in x.items()}
+        done = _rows_done(lines, len(rows))
         if run is None:
-            part = model.predict(inputs, batch_size=batch_size, verbose=0)
+            shown = [_BatchesDone(done, batch_size)] if done else []
+            part = model.predict(inputs, batch_size=batch_size, verbose=0, callbacks=shown)
         else:
-            part = run(inputs, batch_size)
+            part = run(inputs, batch_size, done)
         structure, parts = part, [_host(p)[: len(rows)] for p in keras.tree.flatten(part)]
         if results is None:
             results = [_full(p, count, total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):
             result[rows] = _pad(p, total, result)
     return keras.tree.pack_sequence_as(structure, results)
+
+
+def _rows_done(lines, rows: int):
+    """`batch_done(size)` advancing `lines` by a group's real rows (its filler rows, last,
+    are not counted); None without `lines`."""
+    if lines is None or not lines.enabled:
+        return None
+    left = [rows]
+
+    def batch_done(size: int) -> None:
+        step = min(size, left[0])
+        left[0] -= step
+        lines.advance(step)
+
+    return batch_done
+
+
+class _BatchesDone(keras.callbacks.Callback):
+    """Calls `batch_done(batch_size)` after each batch of Keras' `predict`."""
+
+    def __init__(self, batch_done, batch_size: int):
+        super().__init__()
+        self.batch_done, self.batch_size = batch_done, batch_size
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self.batch_done(self.batch_size)
 
 
 def prediction_groups(lengths, batch_size: int, buckets) -> list[tuple[np.ndarray, int]]:

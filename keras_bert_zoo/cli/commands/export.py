@@ -91,6 +91,7 @@ def _model(args):
 
 def run(args) -> int:
     from keras_bert_zoo.tokenization import BertPreprocessor  # when run: --help stays instant
+    from keras_bert_zoo.training.progress import interactive, logged_while
 
     onnx = args.format == "onnx"
     if onnx:  # a missing extra is named before any work, as one line (kbz prints ValueError)
@@ -126,13 +127,14 @@ def run(args) -> int:
     if preprocessor is not None:  # which length the strings are cut to, said once
         details += f", {preprocessor.sequence_length} tokens"
     if onnx:
-        path = onnx_export.export_onnx(
-            model,
-            args.destination,
-            preprocessor=preprocessor,
-            quantize=args.quantize,
-            overwrite=args.overwrite,
-        )
+        with logged_while("export", enabled=not interactive()):
+            path = onnx_export.export_onnx(
+                model,
+                args.destination,
+                preprocessor=preprocessor,
+                quantize=args.quantize,
+                overwrite=args.overwrite,
+            )
         vocabulary = "vocab.txt, " if preprocessor is not None else ""
         print(
             f"Exported {path} ({model.task}, ONNX{details}): model.onnx (token_ids, "
@@ -146,13 +148,14 @@ def run(args) -> int:
         from keras_bert_zoo.export.quantization import quantize_keras  # only for int8
 
         quantize_keras(model, args.quantize)
-    path = saved_model.export_saved_model(
-        model,
-        args.destination,
-        preprocessor=preprocessor,
-        strings=not args.ids_only,
-        overwrite=args.overwrite,
-    )
+    with logged_while("export", enabled=not interactive()):
+        path = saved_model.export_saved_model(
+            model,
+            args.destination,
+            preprocessor=preprocessor,
+            strings=not args.ids_only,
+            overwrite=args.overwrite,
+        )
     print(
         f"Exported {path} ({model.task}{details}): signatures serving_default (strings) "
         "and serve_token_ids."
