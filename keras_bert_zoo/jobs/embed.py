@@ -15,8 +15,7 @@ from keras_bert_zoo.data.readers import open_text
 from keras_bert_zoo.jobs.checks import input_file, output_file
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
-from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.tokenization import BertPreprocessor
@@ -24,7 +23,6 @@ from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching, bucketed_prediction
 
 logger = logging.getLogger(__name__)
-DEFAULT_SEQUENCE_LENGTH = 128
 
 
 def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
@@ -33,12 +31,7 @@ def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
     >>> embedder, pre = kbz.jobs.load_embedder("minilm_preset")
     """
     source, settings = model_source(model)  # a run directory: its preset/ and settings
-    length = (
-        sequence_length
-        or settings.get("sequence_length")
-        or load_preset_config(source).sequence_length
-        or DEFAULT_SEQUENCE_LENGTH
-    )
+    length = run_sequence_length(source, sequence_length, settings)
     check_positive_int("sequence_length", length)
     embedder = from_preset(source, task="embedder", **task_kwargs)
     return embedder, BertPreprocessor.from_preset(source, sequence_length=length)

@@ -14,7 +14,7 @@ from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.checks import input_file, output_file
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import bucketed_prediction
 
@@ -73,7 +73,7 @@ def run_predict(
             f"--model {model} holds a {config.task} model, not a {task}. Predict "
             "with the task it was fine-tuned for."
         )
-    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
+    length = run_sequence_length(preset, sequence_length, settings)
     defaults = {k: settings[k] for k in spec.run_settings if k in settings}  # the run's
     if "text_columns" in defaults:
         defaults["text_columns"] = tuple(defaults["text_columns"])

@@ -5,8 +5,6 @@ The implementation (Keras, TensorFlow, tf2onnx) is imported when the command run
 
 from pathlib import Path
 
-DEFAULT_SEQUENCE_LENGTH = 128  # for a preset that records no length
-
 
 def add_parser(subcommands) -> None:
     export = subcommands.add_parser("export", help="SavedModel (TF Serving) or ONNX")
@@ -67,11 +65,11 @@ def export_task(config, requested: str | None) -> str:
 
 
 def export_length(preset, args) -> int:
-    """`--sequence-length`, else the length the preset records (the run's), else 128."""
-    from keras_bert_zoo.presets.registry import load_preset_config  # when run: --help stays instant
+    """`--sequence-length`, else the length the preset records (the run's), else the default
+    (`presets.sources.run_sequence_length`)."""
+    from keras_bert_zoo.presets.sources import run_sequence_length  # when run: --help stays instant
 
-    recorded = load_preset_config(preset).sequence_length
-    return args.sequence_length or recorded or DEFAULT_SEQUENCE_LENGTH
+    return run_sequence_length(preset, args.sequence_length)
 
 
 def _model(args):
@@ -91,7 +89,7 @@ def _model(args):
 
 def run(args) -> int:
     from keras_bert_zoo.tokenization import BertPreprocessor  # when run: --help stays instant
-    from keras_bert_zoo.training.progress import interactive, logged_while
+    from keras_bert_zoo.training.progress import interactive, logged_while  # imports Keras
 
     onnx = args.format == "onnx"
     if onnx:  # a missing extra is named before any work, as one line (kbz prints ValueError)
@@ -102,7 +100,7 @@ def run(args) -> int:
         except ImportError as error:
             raise ValueError(str(error)) from error
     else:
-        from keras_bert_zoo.export import saved_model_missing
+        from keras_bert_zoo.export import saved_model_missing  # imports Keras
 
         if saved_model_missing():
             raise ValueError(saved_model_missing())
