@@ -6,8 +6,8 @@
 
 Two classifiers with the same weights, one forced to fused attention
 (`keras.ops.dot_product_attention`) and one to the explicit softmax
-(`kbz.encoder.set_fused_attention` True and False; by default a model takes whichever is the
-faster where it runs, `kbz.layers.attention.fused_is_faster`).
+(`kbz.encoder.set_attention` "fused" and "explicit"; by default, "auto", a model takes the
+fused op where the backend has a fused kernel, `kbz.layers.attention.fused_kernel`).
 Both have attention dropout 0 (hidden dropout 0.1), so the train step runs fused too. Forward is
 `predict_on_batch`, train is `train_on_batch` with AdamW; XLA (`jit_compile=True`) on
 TensorFlow and JAX, eager on PyTorch. Rounds interleave the two models and the best round of
@@ -44,7 +44,7 @@ def classifiers(shape: str):
         encoder = kbz.build_encoder(
             VOCABULARY, layers, heads, hidden, 4 * hidden, attention_dropout=0.0
         )
-        kbz.encoder.set_fused_attention(encoder, name == "fused")
+        kbz.encoder.set_attention(encoder, name)
         models[name] = kbz.build_classifier(encoder, num_classes=2)
     models["explicit"].set_weights(models["fused"].get_weights())
     for model in models.values():
