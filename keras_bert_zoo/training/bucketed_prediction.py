@@ -39,8 +39,8 @@ def prediction_buckets(model, sequence_length: int) -> list[int]:
 
     - steps of 8 tokens where every length runs without a compile (`predicts_any_shape`);
     - `cpu_bucket_lengths` under XLA on a CPU (JAX): there a batch costs in proportion to its
-      tokens, and a few more compiles (about 0.6 s each for MiniLM, kept on disk by the
-      compile cache) cost less than powers of two's padding;
+      tokens, and a few more compiles (each well under a second for MiniLM, kept on disk by
+      the compile cache) cost less than powers of two's padding;
     - else (GPU, TPU, `torch.compile`) `bucket_lengths`, powers of two.
 
     >>> prediction_buckets(model, 40)  # TensorFlow on CPU
@@ -56,11 +56,9 @@ def prediction_buckets(model, sequence_length: int) -> list[int]:
 def cpu_bucket_lengths(sequence_length: int) -> list[int]:
     """Powers of two from 16 below a step of 32 tokens per 256 of `sequence_length`, then
     multiples of that step (none less than half a step from the end), then `sequence_length`:
-    up to 11 buckets for 1,024 tokens, and no batch padded by much more than a step. On
-    MiniLM's 1,888-text corpus at 256 tokens (JAX, CPU, batch 64) 135,168 padded tokens
-    against powers of two's 159,744, and `kbz embed` 22.3 / 22.4 s against 26.2 / 24.2 s from
-    its second run on, 24.9 s against 25.0 s on its first (benchmarks/RESULTS.md, "kbz embed
-    vs sentence-transformers recipe").
+    up to 11 buckets for 1,024 tokens, and no batch padded by much more than a step, so fewer
+    padded tokens than powers of two's and a faster `kbz embed` on JAX (benchmarks/RESULTS.md,
+    "kbz embed vs sentence-transformers recipe").
 
     >>> cpu_bucket_lengths(256)
     [16, 32, 64, 96, 128, 160, 192, 224, 256]
@@ -205,8 +203,7 @@ def prediction_groups(lengths, batch_size: int, buckets) -> list[tuple[np.ndarra
     length, cut into batches from the longest end, each batch in the bucket of its longest
     example, and a bucket's batches together. Only the shortest batch can be partial: under
     XLA it is filled up to a whole batch, and filler rows of the shortest bucket cost the
-    least (MiniLM's 1,888-text corpus at batch 64: 159,744 padded tokens against 165,888
-    with the partial batch at the 256-token end).
+    least (fewer padded tokens than a partial batch at the longest end).
 
     >>> prediction_groups(np.array([3, 40, 9, 12, 30]), 2, [16, 32, 64])
     [(array([0, 2, 3]), 16), (array([4, 1]), 64)]

@@ -160,7 +160,8 @@ def run(args) -> int:
     )
     if args.quantize:
         print(
-            "Note: a Keras int8 SavedModel is ~3.5x smaller but ran at 0.16x the float one's "
-            "speed on CPU (benchmarks/RESULTS.md); for CPU speed use --format onnx --quantize int8."
+            "Note: a Keras int8 SavedModel is smaller but ran several times slower than the "
+            "float one on CPU (benchmarks/RESULTS.md); for CPU speed use --format onnx "
+            "--quantize int8."
         )
     return 0
