@@ -127,8 +127,8 @@ def process_backend(environ=os.environ) -> str:
     library is installed, else the first installed of `BACKENDS`. (Python code that imports
     Keras with a configured backend missing stops there, in Keras' import.)
 
-    >>> process_backend({"KERAS_BACKEND": "jax"})
-    'jax'
+    >>> process_backend() in BACKENDS
+    True
     """
     keras = sys.modules.get("keras")
     if keras is not None and hasattr(keras, "backend"):

@@ -77,7 +77,7 @@ def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:
     """Retrieval recall: the share of queries whose target row of the index ranks in the top k
     by dot product (cosine similarity for normalised vectors); also the mean reciprocal rank.
 
-    >>> kbz.training.recall_at_k(questions, paragraphs, paragraph_of_question)
+    >>> kbz.jobs.recall_at_k(questions, paragraphs, paragraph_of_question)
     {'recall@1': 0.62, 'recall@5': 0.88, 'mrr': 0.73}
     """
     return retrieval_scores(retrieval_ranks(query_vectors, index_vectors, targets), ks)
@@ -111,7 +111,7 @@ def run_embed(
         sequence_length: tokens per text (default: the run's own, else the length the
             preset records, such as a sentence-transformers model's `max_seq_length`, else 128).
 
-    >>> kbz.training.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
+    >>> kbz.jobs.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
     """
     output = Path(output)
     output_file("--output", output, "the .npy file of vectors", "vectors.npy")

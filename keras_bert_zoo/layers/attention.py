@@ -54,7 +54,10 @@ def explicit_attention(
 
     Returns `[batch, queries, heads, head_dim]` in the query's dtype.
 
-    >>> context = kbz.layers.attention.explicit_attention(q, k, v, mask)
+    >>> q = k = v = keras.ops.ones((2, 4, 3, 8))  # batch 2, length 4, 3 heads of 8
+    >>> mask = keras.ops.convert_to_tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    >>> tuple(kbz.layers.attention.explicit_attention(q, k, v, mask).shape)
+    (2, 4, 3, 8)
     """
     # Heads first, then plain batched matmuls: XLA:CPU under JAX ran the einsums' batched dots
     # (their transposes inside) much slower (benchmarks/RESULTS.md, "Fused attention").
@@ -73,7 +76,10 @@ def heads_first_attention(
     graph then takes each of the three as a view (a slice of the first axis) and folds the
     key's transpose into the matmul, instead of three slices and four transposes.
 
-    >>> context = kbz.layers.attention.heads_first_attention(q, k, v, mask)
+    >>> q = k = v = keras.ops.ones((2, 3, 4, 8))  # batch 2, 3 heads, length 4, 8 each
+    >>> mask = keras.ops.convert_to_tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    >>> tuple(kbz.layers.attention.heads_first_attention(q, k, v, mask).shape)
+    (2, 3, 4, 8)
     """
     key = ops.transpose(key, (0, 1, 3, 2))  # [batch, heads, head_dim, keys]
     scores = ops.cast(ops.matmul(query, key), "float32") * (1.0 / math.sqrt(ops.shape(key)[2]))
@@ -105,7 +111,10 @@ def fused_attention(query, key, value, padding_mask):
     `keras.config.disable_flash_attention()` keeps the fused op but not the flash kernel.
     float16 under JAX on CPU takes the explicit path (XLA:CPU cannot compile the fused one).
 
-    >>> context = kbz.layers.attention.fused_attention(q, k, v, mask)
+    >>> q = k = v = keras.ops.ones((2, 4, 3, 8))
+    >>> mask = keras.ops.convert_to_tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    >>> tuple(kbz.layers.attention.fused_attention(q, k, v, mask).shape)
+    (2, 4, 3, 8)
     """
     if _xla_cpu_rejects(query.dtype):
         return explicit_attention(query, key, value, padding_mask)
