@@ -5,6 +5,7 @@ The parser imports nothing heavy; a command runs on an installed Keras backend
 (`extras.choose_backend`); unless `--verbose` is given, TensorFlow's C++ log lines are
 filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
 command's flags (`messages`), exit status 2 for bad input, 1 for other system errors.
+The process-wide settings of `kbz`'s processes belong to the entry point, `run`, alone.
 """
 
 import atexit
@@ -72,7 +73,7 @@ def run() -> int:
       teardown. Every output is complete by then: files are written by rename.
     """
     status = [1]  # an exception that escapes main: Python prints it and the status is 1
-    atexit.register(_end_before_teardown, status)
+    atexit.register(_end_before_teardown, status, os.getpid())
     tune_process()
     try:
         status[0] = main()
@@ -86,9 +87,12 @@ def run() -> int:
     return status[0]
 
 
-def _end_before_teardown(status: list) -> None:
+def _end_before_teardown(status: list, pid: int) -> None:
     """The last `atexit` handler: logging's handlers closed and the standard streams flushed
-    (as the teardown would), then the process ends with `status[0]`."""
+    (as the teardown would), then the process ends with `status[0]`. A child forked from
+    `kbz` inherits the handler and exits its own way."""
+    if os.getpid() != pid:
+        return
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
