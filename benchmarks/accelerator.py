@@ -9,7 +9,7 @@ and at sequence 512 (up to 64: the same tokens per step), in sequences/s and MFU
 chip's dense bf16 data-sheet peak (H100 SXM and H200: 989.4 TFLOP/s); the same steps through
 transformers' `BertForPreTraining` (bf16 autocast, SDPA, `torch.compile`, fused AdamW) as the
 anchor; BERT-base classifier fine-tuning and inference at sequence 128, with fused attention on
-and off (attention dropout 0; `kbz.encoder.set_fused_attention` switches the kernel).
+and off (attention dropout 0; `kbz.encoder.set_attention` switches the kernel).
 FLOPs are model FLOPs (benchmarks/flops.py):
 6 x (encoder matmul parameters x L + MLM head parameters x masked positions) + 12 x layers x
 hidden x L^2 for attention; inference is a third of a classifier's training step.
@@ -68,7 +68,7 @@ def attention_variants() -> dict:
 
     With `attention_dropout` (BERT's own dropout of attention probabilities would keep the
     explicit path in training), both run it at 0, and the Keras child switches the kernel with
-    `kbz.encoder.set_fused_attention`: the same math, fused or explicit.
+    `kbz.encoder.set_attention`: the same math, fused or explicit.
     """
     if "attention_dropout" in ARGUMENTS:
         return {

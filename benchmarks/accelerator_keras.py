@@ -143,7 +143,7 @@ def classifier(architecture, fused_attention=None):
     encoder = kbz.build_encoder(**architecture, dtype=PRECISION)
     model = kbz.build_classifier(encoder, num_classes=2)
     if fused_attention is not None:  # before the first trace, as the switch requires
-        kbz.encoder.set_fused_attention(model, fused_attention)
+        kbz.encoder.set_attention(model, "fused" if fused_attention else "explicit")
     model.compile(
         optimizer=create_optimizer(2e-5, total_steps=10**6),
         loss=classifier_loss(2),

@@ -10,8 +10,8 @@ the ways the package runs them: TensorFlow's graph (`kbz embed` / `kbz predict`)
 (`fit`), JAX's XLA, PyTorch eagerly. The explicit path runs in both of its forms: the
 softmax's division before the product with the values, and after it (`normalize_last`).
 Best of 3 rounds of 10 calls, milliseconds, and the largest difference from the fused
-path's outputs. `kbz.layers.attention.fused_is_faster` and `explicit_attention`'s
-`normalize_last` default encode what this measures (benchmarks/RESULTS.md, "Fused attention").
+path's outputs: the measurements behind the rules of `kbz.layers.attention.fused_kernel` and
+`explicit_attention`'s `normalize_last` default (benchmarks/RESULTS.md, "Fused attention").
 """
 
 import os

@@ -11,7 +11,7 @@ processes alternate (`--repeats`), and the best epoch of each counts, because a 
 drifts. Inside a process the variants are compiled once each, then timed in interleaved rounds
 of one epoch of `--steps` steps:
 
-- `ours`: the package as it is;
+- `ours`: the package as it is, in a process set up as `kbz`'s (`kbz.tune_process()`);
 - `keras dropout` (JAX): the mask of `keras.layers.Dropout` (`jax.random.bernoulli`), which
   `kbz.layers.Dropout` replaced on JAX with XLA's Threefry (`jax.lax.rng_bit_generator`);
 - `no dropout`: dropout 0 everywhere, the step's cost without any mask;
@@ -76,9 +76,11 @@ def fit_seconds(model, x, y, steps: int) -> float:
 
 
 def child(args) -> None:
+    import keras_bert_zoo as kbz
+
+    kbz.tune_process()  # the process settings `kbz` runs with, before Keras loads its backend
     import keras
 
-    import keras_bert_zoo as kbz
     from keras_bert_zoo.training import WarmupLinearDecay, optimizers
 
     def model_for(variant):

@@ -9,12 +9,14 @@ command line start without importing Keras or TensorFlow. A `.keras` file loads 
 `kbz.load_model(path)`; `keras.models.load_model` works too once a model name of this
 package has been used (that registers its layers with Keras), or when Keras was imported
 before this package.
+
+Importing the package changes nothing in the process (no allocator option, import hook or
+backend setting); `kbz.tune_process()` applies what the `kbz` command's processes run with.
 """
 
 import importlib
 import sys
 
-from keras_bert_zoo import host_memory
 from keras_bert_zoo._lazy import lazy_attributes
 
 __version__ = "0.1.0"
@@ -65,11 +67,10 @@ _EXPORTS = {
     "merge_lora": "keras_bert_zoo.lora",
     "save_lora_weights": "keras_bert_zoo.saving.adapters",
     "save_preset": "keras_bert_zoo.saving.models",
+    "tune_process": "keras_bert_zoo.host_memory",
 }
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBPACKAGES)
-
-host_memory.keep_freed_memory()  # before XLA's threads allocate (host_memory)
 
 if "keras" in sys.modules:  # Keras is loaded already: register our layers with it now
     importlib.import_module(f"{__name__}.tasks")

@@ -17,13 +17,17 @@ ARGUMENTS = {  # build_encoder's architecture arguments and their defaults
     "dropout": 0.1,
     "gelu_approximate": False,
     "attention_dropout": None,  # None: the same rate as `dropout`
+    "attention": "auto",  # how attention is computed, not what: the same weights either way
 }
 
 
 def check_architecture(architecture, source) -> dict:
     """Validates an `architecture` block: exactly `build_encoder`'s keyword arguments.
 
-    >>> kbz.architecture.check_architecture({"vocabulary_size": 30522, ...}, "preset.json")
+    >>> tiny = dict(vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=16,
+    ...             intermediate_dim=32)
+    >>> kbz.architecture.check_architecture(tiny, "preset.json") == tiny
+    True
     """
     if not isinstance(architecture, dict):
         raise ValueError(f"{source}: `architecture` must be an object. Received: {architecture!r}")
@@ -54,8 +58,8 @@ def normalized(architecture: dict) -> dict:
     blocks that build the same encoder compare equal (files written before an argument
     existed lack it).
 
-    >>> kbz.architecture.normalized({"vocabulary_size": 30522, ...})["attention_dropout"]
-    0.1
+    >>> kbz.architecture.normalized({"vocabulary_size": 30522, "dropout": 0.2})["attention_dropout"]
+    0.2
     """
     return {**ARGUMENTS, **architecture, "attention_dropout": attention_dropout_rate(architecture)}
 

@@ -12,6 +12,7 @@ them) and are tested: `token_embedding`, `position_embedding`, `segment_embeddin
 
 import keras
 
+from keras_bert_zoo.layers.attention import check_attention
 from keras_bert_zoo.layers.common import (
     check_positive_int,
     check_rate,
@@ -37,6 +38,7 @@ def build_encoder(
     dropout: float = 0.1,
     gelu_approximate: bool = False,
     attention_dropout: float | None = None,
+    attention: str = "auto",
     dtype=None,
     name: str = "bert_encoder",
 ) -> keras.Model:
@@ -55,17 +57,25 @@ def build_encoder(
         gelu_approximate: tanh-approximated GELU (Google's original checkpoints) instead of
             the exact erf GELU (Hugging Face "gelu").
         attention_dropout: dropout rate of the attention probabilities (Hugging Face's
-            `attention_probs_dropout_prob`); None uses `dropout`, as BERT does. Attention runs
-            fused (`keras.ops.dot_product_attention`) in every pass that drops no attention
-            probability: prediction and evaluation always, training when this is 0.
+            `attention_probs_dropout_prob`); None uses `dropout`, as BERT does.
+        attention: how passes that drop no attention probability (prediction, evaluation,
+            training with `attention_dropout` 0) compute attention: "fused"
+            (`keras.ops.dot_product_attention`), "explicit" (softmax(QK^T) written out), or
+            "auto" (the default): fused where the backend has a fused attention kernel
+            (PyTorch, JAX on GPU and TPU), explicit elsewhere (TensorFlow, JAX on a CPU),
+            `kbz.layers.attention.fused_kernel`. A pass that drops attention probabilities
+            is explicit (the fused op cannot drop them). The same outputs within float32
+            rounding; recorded in each block's config. `set_attention` changes it later.
         dtype: a dtype policy name such as "mixed_bfloat16"; None uses the global policy.
         name: the model's name.
 
     Example:
-    >>> enc = kbz.build_encoder(vocabulary_size=30522, num_layers=2, num_heads=2,
-    ...                         hidden_dim=128, intermediate_dim=512)
-    >>> out = enc({"token_ids": ids, "segment_ids": segs, "padding_mask": mask})
-    >>> out["sequence_output"].shape, out["pooled_output"].shape
+    >>> enc = kbz.build_encoder(vocabulary_size=100, num_layers=2, num_heads=2,
+    ...                         hidden_dim=16, intermediate_dim=32)
+    >>> ids = keras.ops.ones((3, 7), "int32")
+    >>> out = enc({"token_ids": ids, "segment_ids": ids * 0, "padding_mask": ids})
+    >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+    ((3, 7, 16), (3, 16))
     """
     for argument, value in dict(
         vocabulary_size=vocabulary_size,
@@ -80,6 +90,7 @@ def build_encoder(
     check_rate("dropout", dropout)
     if attention_dropout is not None:
         check_rate("attention_dropout", attention_dropout)
+    check_attention(attention)
     if hidden_dim % num_heads:
         raise ValueError(
             "`num_heads` must divide `hidden_dim`. Received: "
@@ -123,6 +134,7 @@ def build_encoder(
             dropout=dropout,
             gelu_approximate=gelu_approximate,
             attention_dropout=attention_dropout,
+            attention=attention,
             dtype=dtype,
             name=f"transformer_layer_{i}",
         )(x, padding_mask=padding_mask)
@@ -186,21 +198,17 @@ def architecture_of(encoder: keras.Model) -> dict:
     }
 
 
-def set_fused_attention(model: keras.Model, enabled: bool | None) -> keras.Model:
-    """Chooses the attention of every encoder block of `model`; returns `model`.
+def set_attention(model: keras.Model, attention: str) -> keras.Model:
+    """Sets the `attention` option ("auto", "fused", "explicit"; see `build_encoder`) of
+    every encoder block of `model`; returns `model`. Takes effect from the next trace: call it
+    before the first `predict`/`fit` (or `compile` again). Saved with the model.
 
-    True: passes that drop no attention probability use `keras.ops.dot_product_attention`;
-    False: every pass computes softmax(QK^T) explicitly, as training with attention dropout
-    does; None (the default): whichever of the two is faster on this backend and device
-    (`kbz.layers.attention.fused_is_faster`). Takes effect from the next trace: call it
-    before the first `predict`/`fit` (or `compile` again). For comparisons and profiling; not
-    saved.
-
-    >>> kbz.encoder.set_fused_attention(model, False)
+    >>> enc = kbz.build_encoder(100, 1, 2, 16, 32)
+    >>> kbz.encoder.set_attention(enc, "explicit").get_layer("transformer_layer_0").attention
+    'explicit'
     """
-    blocks = [
-        layer for layer in find_encoder(model).layers if isinstance(layer, TransformerEncoderBlock)
-    ]
-    for block in blocks:
-        block.fused_attention = None if enabled is None else bool(enabled)
+    check_attention(attention)
+    for layer in find_encoder(model).layers:
+        if isinstance(layer, TransformerEncoderBlock):
+            layer.attention = attention
     return model

@@ -127,8 +127,8 @@ def process_backend(environ=os.environ) -> str:
     library is installed, else the first installed of `BACKENDS`. (Python code that imports
     Keras with a configured backend missing stops there, in Keras' import.)
 
-    >>> process_backend({"KERAS_BACKEND": "jax"})
-    'jax'
+    >>> process_backend() in BACKENDS
+    True
     """
     keras = sys.modules.get("keras")
     if keras is not None and hasattr(keras, "backend"):
@@ -146,8 +146,8 @@ def choose_backend(environ=os.environ) -> str | None:
     installed of TensorFlow, JAX and PyTorch and returns a line saying so. Without it `kbz`
     in a `pip install "keras-bert-zoo[jax]"` environment would stop in `import keras` with
     `No module named 'tensorflow'` (Keras' default). A Python caller that imported Keras
-    already has its backend: nothing changes. `import keras_bert_zoo` sets the process up
-    for the same backend (`host_memory`, through `process_backend`).
+    already has its backend: nothing changes. `kbz.tune_process()` (which the `kbz` entry
+    point calls) sets the process up for the same backend, through `process_backend`.
     """
     if "keras" in sys.modules:
         return None

@@ -298,8 +298,8 @@ def fused_and_explicit(task="encoder", **architecture):
     if task == "classifier":
         models = [kbz.build_classifier(m, num_classes=3, dropout=0.0) for m in models]
     models[1].set_weights(models[0].get_weights())
-    fused = kbz.encoder.set_fused_attention(models[0], True)  # even where not the faster
-    return fused, kbz.encoder.set_fused_attention(models[1], False)
+    fused = kbz.encoder.set_attention(models[0], "fused")  # even where "auto" is not
+    return fused, kbz.encoder.set_attention(models[1], "explicit")
 
 
 def check_fused_prediction(task, fused_calls) -> None:

@@ -21,7 +21,7 @@ from conftest import (
 )
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.layers.attention import explicit_attention, fused_attention
+from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_kernel
 
 
 @pytest.mark.parametrize("queries", [9, 1])  # 1: the `[CLS]`-only last block's query
@@ -76,7 +76,7 @@ def test_training_gradients_with_attention_dropout_0_equal_the_explicit_path():
 def test_training_with_attention_dropout_keeps_the_explicit_path(fused_calls):
     keras.utils.set_random_seed(5)
     encoder = kbz.build_encoder(**TINY, dropout=0.0, attention_dropout=0.5)
-    kbz.encoder.set_fused_attention(encoder, True)  # fused wherever exact, even if slower
+    kbz.encoder.set_attention(encoder, "fused")  # fused wherever no probability is dropped
     x = random_inputs()
     fused_calls.clear()  # building the functional model traced the blocks once
     encoder(x, training=True)
@@ -87,21 +87,41 @@ def test_training_with_attention_dropout_keeps_the_explicit_path(fused_calls):
     assert np.abs(np.asarray(dropped[0]) - np.asarray(dropped[1])).max() > 1e-3
 
 
-def test_by_default_tensorflow_runs_the_fused_op_under_xla_only(fused_calls):
-    """The default (`fused_attention` None) takes the faster path: the explicit softmax in
-    TensorFlow's graph and eagerly, the fused op in an XLA-compiled step."""
+def test_by_default_tensorflow_runs_the_explicit_softmax_and_fused_when_asked(fused_calls):
+    """TensorFlow has no fused attention kernel (Keras writes the fused op out as einsums and
+    a softmax), so "auto" takes the explicit softmax in its graph, eagerly and under XLA;
+    `attention="fused"` takes the fused op in each, with the same outputs."""
+    assert not fused_kernel()
     keras.utils.set_random_seed(5)
     encoder = kbz.build_encoder(**TINY)
+    fused = kbz.build_encoder(**TINY, attention="fused")
+    fused.set_weights(encoder.get_weights())
     x = random_inputs()
+    real = x["padding_mask"].astype(bool)
     fused_calls.clear()
     expected = encoder(x)["sequence_output"]
-    graph = tf.function(lambda x: encoder(x)["sequence_output"])(x)
-    assert not fused_calls
-    xla = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=True)(x)
-    assert fused_calls
-    real = x["padding_mask"].astype(bool)
-    for out in (graph, xla):
-        np.testing.assert_allclose(np.asarray(out)[real], np.asarray(expected)[real], atol=1e-5)
+    for model, calls in ((encoder, 0), (fused, 2)):  # TINY has 2 blocks
+        for jit_compile in (False, True):
+            fused_calls.clear()
+            run = tf.function(lambda x, m=model: m(x)["sequence_output"], jit_compile=jit_compile)
+            out = np.asarray(run(x))
+            assert len(fused_calls) == calls, (model.name, jit_compile)
+            np.testing.assert_allclose(out[real], np.asarray(expected)[real], atol=1e-5)
+
+
+def test_the_attention_option_is_checked_and_saved(tmp_path):
+    with pytest.raises(ValueError, match="`attention` must be one of 'auto', 'fused', 'explicit'"):
+        kbz.build_encoder(**TINY, attention="flash")
+    encoder = kbz.build_encoder(**TINY, attention="fused")
+    encoder.save(tmp_path / "encoder.keras")
+    restored = keras.models.load_model(tmp_path / "encoder.keras")
+    assert restored.get_layer("transformer_layer_1").attention == "fused"
+    kbz.encoder.set_attention(restored, "explicit")
+    assert {b.attention for b in restored.layers if b.name.startswith("transformer_")} == {
+        "explicit"
+    }
+    with pytest.raises(ValueError, match="Received: attention='fast'"):
+        kbz.encoder.set_attention(restored, "fast")
 
 
 def test_attention_dropout_defaults_to_dropout_and_survives_saving(tmp_path):

@@ -26,7 +26,7 @@ from conftest import (
 )
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_is_faster
+from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_kernel
 from keras_bert_zoo.pretraining import compile_pretrainer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -274,10 +274,10 @@ def test_normalizing_after_the_values_equals_the_softmax_first(queries):
     check_normalize_last(queries)
 
 
-def test_by_default_jax_on_a_cpu_normalizes_after_the_values_unless_dropping():
-    """On a CPU the explicit path divides the `[.., queries, head_dim]` context by the
-    softmax's sums, not the `[.., queries, keys]` probabilities (1.4-1.8x faster there), except
-    where probabilities are dropped (no faster). Read from the traced program's divisions."""
+def test_by_default_jax_normalizes_after_the_values_unless_dropping():
+    """Under JAX the explicit path divides the `[.., queries, head_dim]` context by the
+    softmax's sums, not the `[.., queries, keys]` probabilities, except where probabilities
+    are dropped. Read from the traced program's divisions."""
     query, key, value, mask = attention_inputs(queries=9, keys=9)  # head_dim 8
 
     def divided_widths(**kwargs):
@@ -292,14 +292,14 @@ def test_by_default_jax_on_a_cpu_normalizes_after_the_values_unless_dropping():
 
 
 def test_by_default_jax_on_a_cpu_predicts_with_the_explicit_softmax(fused_calls):
-    """XLA:CPU runs JAX's fused op as einsums at half the explicit path's speed
-    (`fused_is_faster`): the default takes the explicit one there, with the same outputs."""
-    assert not fused_is_faster()  # this tier runs on the CPU
+    """JAX on a CPU has no fused attention kernel (XLA:CPU writes the fused op out as einsums,
+    `fused_kernel`): "auto" takes the explicit softmax there, with the same outputs."""
+    assert not fused_kernel()  # this tier runs on the CPU
     keras.utils.set_random_seed(4)
     default = kbz.build_encoder(**TINY)
     fused = kbz.build_encoder(**TINY)
     fused.set_weights(default.get_weights())
-    kbz.encoder.set_fused_attention(fused, True)
+    kbz.encoder.set_attention(fused, "fused")
     x = random_inputs(batch=4, length=10, lengths=[10, 7, 2, 1])
     fused_calls.clear()
     a = default.predict(x, verbose=0)["sequence_output"]

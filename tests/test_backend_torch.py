@@ -25,7 +25,7 @@ from conftest import (
 )
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_is_faster
+from keras_bert_zoo.layers.attention import explicit_attention, fused_attention, fused_kernel
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +185,7 @@ def test_real_minilm_matches_huggingface_within_1e4(minilm_preset):
 
 @pytest.mark.parametrize("queries", [9, 1])  # 1: the `[CLS]`-only last block's query
 def test_fused_equals_explicit_attention(queries):
-    assert fused_is_faster()  # PyTorch's SDPA kernel: the default path of every block
+    assert fused_kernel()  # PyTorch's SDPA kernel: the default ("auto") path of every block
     query, key, value, mask = attention_inputs(queries)
     explicit = numpy(explicit_attention(query, key, value, mask))
     fused = numpy(fused_attention(query, key, value, mask))

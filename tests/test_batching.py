@@ -250,8 +250,8 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(
 
     def counting(model):  # the rows each graph call runs
         run = graph_forward(model)
-        return lambda inputs, batch_size: (
-            graph_rows.append(len(inputs["token_ids"])) or run(inputs, batch_size)
+        return lambda inputs, batch_size, *done: (
+            graph_rows.append(len(inputs["token_ids"])) or run(inputs, batch_size, *done)
         )
 
     monkeypatch.setattr(bucketed_prediction, "_graph_forward", counting)

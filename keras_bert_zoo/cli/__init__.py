@@ -5,13 +5,13 @@ The parser imports nothing heavy; a command runs on an installed Keras backend
 (`extras.choose_backend`); unless `--verbose` is given, TensorFlow's C++ log lines are
 filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
 command's flags (`messages`), exit status 2 for bad input, 1 for other system errors.
+The process-wide settings of `kbz`'s processes belong to the entry point, `run`, alone.
 """
 
 import atexit
 import logging
 import os
 import sys
-import threading
 
 from keras_bert_zoo import console
 from keras_bert_zoo.cli import common, messages
@@ -20,8 +20,9 @@ from keras_bert_zoo.cli.commands.create_pretraining_data import (
 )
 from keras_bert_zoo.cli.parser import build_parser
 from keras_bert_zoo.extras import MissingExtraError, choose_backend
+from keras_bert_zoo.host_memory import tune_process
 
-__all__ = ["add_create_pretraining_data_arguments", "build_parser", "end_process", "main", "run"]
+__all__ = ["add_create_pretraining_data_arguments", "build_parser", "main", "run"]
 
 
 def main(argv=None) -> int:
@@ -53,36 +54,51 @@ def main(argv=None) -> int:
             return 130
 
 
-def end_process(code: int):
-    """Ends the process with `code` without the interpreter's teardown of every object.
+def run() -> int:
+    """The `kbz` executable (and `python -m keras_bert_zoo.cli`): the process settings `kbz`
+    runs with, then `main()`; the process then ends without the interpreter's teardown.
 
-    After `kbz finetune` the process holds ~570,000 Python objects (the model, every traced
-    program). Python's exit runs a last garbage collection and frees them one by one, touching
-    each memory page again: 2 s when the pages are resident, but 13-30 s with the CPU idle
-    when the VM's host reclaimed them during training (measured on the project's 2-core VM,
-    benchmarks/RESULTS.md); the kernel frees the address space without touching it. Every
-    output is complete by then (files are written by rename), so this does what Python's exit
-    does before its teardown: `threading._shutdown` (the `concurrent.futures` hooks that wake
-    and end idle pool workers, such as PyTorch's compile pool, then waits for threads that are
-    not daemons), the `atexit` handlers (logging, TensorFlow, temporary files), then it flushes
-    the standard streams and calls `os._exit`.
+    Only this entry point changes the process, before Keras or a backend is imported (`main`,
+    for callers in Python such as tests, notebooks and the demo, changes nothing):
+
+    - `kbz.tune_process()`: on JAX and PyTorch, glibc keeps the memory XLA:CPU frees for the
+      next step, and JAX runs CPU computations inline (keras_bert_zoo/host_memory.py).
+    - No teardown at exit. After `kbz finetune` the process holds hundreds of thousands of
+      Python objects (the model, every traced program). Python's exit runs a last garbage
+      collection and frees them one by one, touching each memory page again, which takes many
+      seconds with the CPU idle where the host reclaimed those pages during training
+      (benchmarks/RESULTS.md, "Fixed costs of a fine-tuning run"); the kernel frees the address
+      space without touching it. So the interpreter's own exit runs as usual (it waits for
+      threads that are not daemons, wakes and ends idle executor workers, runs the `atexit`
+      handlers registered after this one, such as TensorFlow's and temporary files'), and the
+      last handler, registered here first, ends the process with `os._exit` before the
+      teardown. Every output is complete by then: files are written by rename.
     """
-    # Joining non-daemon threads by hand waited forever on idle executor workers, which only
-    # exit once the executor's shutdown hook (registered with threading) wakes them.
-    threading._shutdown()
-    atexit._run_exitfuncs()  # Python's own exit runs them; os._exit does not
+    status = [1]  # an exception that escapes main: Python prints it and the status is 1
+    atexit.register(_end_before_teardown, status, os.getpid())
+    tune_process()
+    try:
+        status[0] = main()
+    except SystemExit as stop:  # argparse's --help and usage errors
+        status[0] = stop.code
+    if status[0] is None:
+        status[0] = 0
+    elif not isinstance(status[0], int):  # sys.exit("message"): Python prints it, status 1
+        print(status[0], file=sys.stderr)
+        status[0] = 1
+    return status[0]
+
+
+def _end_before_teardown(status: list, pid: int) -> None:
+    """The last `atexit` handler: logging's handlers closed and the standard streams flushed
+    (as the teardown would), then the process ends with `status[0]`. A child forked from
+    `kbz` inherits the handler and exits its own way."""
+    if os.getpid() != pid:
+        return
+    logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # closed or a broken pipe: nothing more can be said
             pass
-    os._exit(code)
-
-
-def run():
-    """The `kbz` executable (and `python -m keras_bert_zoo.cli`): `main()`, then `end_process`.
-
-    `main` returns its exit status instead, for callers in Python (tests, notebooks, the demo).
-    """
-    code = main()  # argparse's --help and usage errors exit from here the ordinary way
-    end_process(0 if code is None else int(code))
+    os._exit(status[0])

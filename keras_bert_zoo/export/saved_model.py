@@ -78,8 +78,8 @@ def _write_out(archive, directory: Path) -> None:
     it again: TensorFlow keys a function's traces by the save context's variable policy, and
     the first trace ran outside any save context. Listing the variables inside a save context
     with `write_out`'s own options (the defaults) lets the save reuse that trace, which halves
-    the tracing of the tokenizer's graph and the model (`kbz export` of a tiny tagger: 14 ->
-    9.5 s; benchmarks/RESULTS.md, "Test tiers"). If a Keras release renames the step, the
+    the tracing of the tokenizer's graph and the model (benchmarks/RESULTS.md, "Test tiers").
+    If a Keras release renames the step, the
     export stays correct and traces twice (tests/test_export.py counts the traces).
     """
     list_variables = getattr(archive, "_filter_and_track_resources", None)

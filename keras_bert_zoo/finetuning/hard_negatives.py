@@ -22,19 +22,19 @@ from keras_bert_zoo.data.rerank_reader import RankingData, RankingPair
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
 
 logger = logging.getLogger(__name__)
-DEFAULT_SEQUENCE_LENGTH = 256  # the embedder's, when its preset records none
 
 
-def embedder_source(source) -> Path | str:
-    """The preset of `source`: a preset name or directory, or a `kbz finetune` run directory
-    (its `preset/`); an error naming `--negatives-from` if it is none of them."""
-    resolved, _ = model_source(source)
+def embedder_source(source) -> tuple[Path | str, dict]:
+    """`(preset, settings)` of `source` (`model_source`): a preset name or directory, or a
+    `kbz finetune` run directory (its `preset/` and settings); an error naming
+    `--negatives-from` if it is none of them."""
+    resolved, settings = model_source(source)
     try:
         load_preset_config(resolved)
     except (ValueError, FileNotFoundError) as error:
@@ -43,18 +43,15 @@ def embedder_source(source) -> Path | str:
             f"output directory ({error}). Pass an embedder such as all_minilm_l6_v2 or a "
             "`kbz finetune embed` run."
         ) from error
-    return resolved
+    return resolved, settings
 
 
 def embedding_function(source, batch_size: int = 64) -> Callable[[list[str]], np.ndarray]:
     """`embed(texts) -> [len(texts), hidden]` float32 vectors of the embedder `source`, at the
-    sequence length its preset records (a sentence-transformers model's `max_seq_length`),
-    else 256 tokens or its `max_sequence_length` if shorter."""
-    source = embedder_source(source)
-    config = load_preset_config(source)
-    length = config.sequence_length or min(
-        DEFAULT_SEQUENCE_LENGTH, config.architecture["max_sequence_length"]
-    )
+    sequence length of the run that made it or that its preset records (a sentence-transformers
+    model's `max_seq_length`), else the default (`presets.sources.run_sequence_length`)."""
+    source, settings = embedder_source(source)
+    length = run_sequence_length(source, settings=settings)
     embedder = from_preset(source, task="embedder")
     preprocessor = BertPreprocessor.from_preset(source, sequence_length=length)
     buckets = bucketed_prediction.prediction_buckets(embedder, length)

@@ -30,7 +30,7 @@ from keras_bert_zoo.finetuning.task_training import AUTO, TaskValidation, compil
 from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.presets import factory
 from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.tasks import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching, bucketed_prediction
@@ -109,12 +109,8 @@ class TaskModel(BertModel):
             **cls.task_kwargs(**kwargs),
         )
         config = load_preset_config(source)
-        length = (
-            sequence_length
-            or settings.get("sequence_length")
-            or config.sequence_length
-            or cls.behaviour.spec.defaults["sequence_length"]
-        )
+        default = cls.behaviour.spec.defaults["sequence_length"]
+        length = run_sequence_length(source, sequence_length, settings, default)
         length = min(length, config.architecture["max_sequence_length"])
         preprocessor = BertPreprocessor.from_preset(source, sequence_length=length)
         return cls(graph, preprocessor, **options)

@@ -20,8 +20,7 @@ from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
 from keras_bert_zoo.jobs.streaming import model_identity
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
-from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
@@ -30,7 +29,6 @@ from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching, bucketed_prediction
 
 logger = logging.getLogger(__name__)
-DEFAULT_SEQUENCE_LENGTH = 128
 
 
 def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
@@ -46,12 +44,7 @@ def embedding_preprocessor(model, sequence_length: int | None = None):
     """`(preset, preprocessor)` of a preset name or directory, or a run directory: the
     sequence length given, else the run's, else the preset's, else 128."""
     source, settings = model_source(model)  # a run directory: its preset/ and settings
-    length = (
-        sequence_length
-        or settings.get("sequence_length")
-        or load_preset_config(source).sequence_length
-        or DEFAULT_SEQUENCE_LENGTH
-    )
+    length = run_sequence_length(source, sequence_length, settings)
     check_positive_int("sequence_length", length)
     return source, BertPreprocessor.from_preset(source, sequence_length=length)
 
@@ -107,7 +100,7 @@ def recall_at_k(query_vectors, index_vectors, targets, ks=(1, 5)) -> dict:
     """Retrieval recall: the share of queries whose target row of the index ranks in the top k
     by dot product (cosine similarity for normalised vectors); also the mean reciprocal rank.
 
-    >>> kbz.training.recall_at_k(questions, paragraphs, paragraph_of_question)
+    >>> kbz.jobs.recall_at_k(questions, paragraphs, paragraph_of_question)
     {'recall@1': 0.62, 'recall@5': 0.88, 'mrr': 0.73}
     """
     return retrieval_scores(retrieval_ranks(query_vectors, index_vectors, targets), ks)

@@ -29,7 +29,7 @@ from keras_bert_zoo.jobs.checks import (
     output_directory,
 )
 from keras_bert_zoo.jobs.config import FinetuneConfig
-from keras_bert_zoo.jobs.logs import tensorboard
+from keras_bert_zoo.jobs.logs import check_tensorboard, tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import check_overwrite
 from keras_bert_zoo.jobs.validation import ValidationCallback
@@ -45,6 +45,7 @@ from keras_bert_zoo.training.distributed import get_strategy, keeps_global_polic
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.processes import check_global_batch, shard_batches
+from keras_bert_zoo.training.progress import interactive, logged_while
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
 logger = logging.getLogger(__name__)
@@ -129,6 +130,7 @@ def _prepare(config: FinetuneConfig):
     check_overwrite(config.output, config.overwrite)
     distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
     export = exports.export_on_this_backend(config.export, Path(config.output) / "preset")
+    check_tensorboard(Path(config.output))
     set_precision(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
     preprocessor = BertPreprocessor.from_preset(
@@ -247,8 +249,9 @@ def _predict(network, job, data: _Data, config):
     buckets = (
         bucketed_prediction.prediction_buckets(network, length) if config.bucketing else [length]
     )
+    x, size = data.validation_x, config.batch_size
     return bucketed_prediction.predict(
-        network, data.validation_x, config.batch_size, buckets, job.sequence_outputs
+        network, x, size, buckets, job.sequence_outputs, label="validation"
     )
 
 
@@ -278,7 +281,8 @@ def _write(model, job, data: _Data, config, validated, output) -> dict:
     save_preset(model, output / "preset", overwrite=True, sequence_length=sequence_length)
     if config.export:
         preprocessor = job.preprocessor
-        exports.export_saved_model(
-            model, output / "export" / "1", preprocessor=preprocessor, overwrite=True
-        )
+        with logged_while("export", enabled=not interactive()):
+            exports.export_saved_model(
+                model, output / "export" / "1", preprocessor=preprocessor, overwrite=True
+            )
     return results

@@ -1,5 +1,11 @@
-"""The TensorBoard logs of the training jobs (`finetune`, `pretrain`): `tensorboard(output)`."""
+"""The TensorBoard logs of the training jobs (`finetune`, `pretrain`): `tensorboard(output)`.
 
+Logs are a nice-to-have: where they cannot be written (no TensorFlow, or TensorFlow without
+TensorBoard, which TensorFlow 2.21 no longer installs) the run says so once, when it starts
+(`check_tensorboard`), and writes everything else.
+"""
+
+import importlib
 import logging
 from pathlib import Path
 
@@ -23,10 +29,32 @@ class TensorBoard(keras.callbacks.TensorBoard):
             super().on_epoch_end(epoch, logs)
 
 
+def tensorboard_missing() -> str | None:
+    """Why this process cannot write TensorBoard logs, or None: Keras writes them with
+    `tf.summary`, which needs TensorFlow and the `tensorboard` package."""
+    if not tensorflow_installed("tensorflow"):
+        return f"they need TensorFlow ({TENSORFLOW_EXTRA})"
+    try:
+        importlib.import_module("tensorboard.summary.v2")  # what `tf.summary.scalar` imports
+    except ImportError:
+        return f"TensorBoard is not installed ({TENSORFLOW_EXTRA}, or pip install tensorboard)"
+    return None
+
+
+def check_tensorboard(output: Path) -> None:
+    """At a run's start: one line when the run will write no logs. Off TensorFlow that is
+    expected (an informational line); with TensorFlow but without TensorBoard, a warning."""
+    missing = tensorboard_missing()
+    if missing is None:
+        return
+    on_tensorflow = tensorflow_installed("tensorflow")
+    log = logger.warning if on_tensorflow else logger.info
+    log("No TensorBoard logs in %s: %s. The run writes everything else.", output / "logs", missing)
+
+
 def tensorboard(output: Path) -> keras.callbacks.Callback:
     """Loss every 50 steps; per interval the loss, learning rate and validation metrics.
-    Keras writes them with `tf.summary`: without TensorFlow, a callback that does nothing."""
-    if not tensorflow_installed():
-        logger.info("No TensorBoard logs: they need TensorFlow (%s).", TENSORFLOW_EXTRA)
+    Where they cannot be written (`tensorboard_missing`), a callback that does nothing."""
+    if tensorboard_missing():
         return keras.callbacks.Callback()
     return TensorBoard(str(output / "logs"), update_freq=50)

@@ -79,7 +79,7 @@ def run_predict(
 
     Returns `{"files": [...], "metrics": {...}}` (metrics empty for unlabeled input).
 
-    >>> kbz.training.run_predict("classifier", "runs/sst2", "test.tsv", "predictions.tsv")
+    >>> kbz.jobs.run_predict("classifier", "runs/sst2", "test.tsv", "predictions.tsv")
     """
     if task not in FINETUNING_TASKS:
         raise ValueError(f"Unknown task {task!r}. Expected one of {sorted(FINETUNING_TASKS)}.")

@@ -36,7 +36,7 @@ from keras_bert_zoo.jobs.embed import embed_window, load_embedder, warn_full
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
-from keras_bert_zoo.presets.sources import model_source
+from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
@@ -182,7 +182,7 @@ def load_task_model(
             f"--model {model} holds {_a(config.task)} model, not {_a(task)}. Predict "
             "with the task it was fine-tuned for."
         )
-    length = sequence_length or settings.get("sequence_length") or config.sequence_length or 128
+    length = run_sequence_length(preset, sequence_length, settings)
     preprocessor = BertPreprocessor.from_preset(preset, sequence_length=length)
     if not build:
         return None, preprocessor, config, settings

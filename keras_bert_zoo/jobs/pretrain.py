@@ -8,6 +8,8 @@ output directory held by `rundir.RunDirectory`. The input is a stream positioned
 (TFRecords) needs TensorFlow, which `_prepare` says before any work.
 """
 
+from pathlib import Path
+
 import keras
 
 from keras_bert_zoo.data.pretraining.datasets import RecordStream, require_records
@@ -19,7 +21,7 @@ from keras_bert_zoo.jobs.checks import (
     output_directory,
 )
 from keras_bert_zoo.jobs.config import PretrainConfig
-from keras_bert_zoo.jobs.logs import tensorboard
+from keras_bert_zoo.jobs.logs import check_tensorboard, tensorboard
 from keras_bert_zoo.jobs.process_run import ProcessRun
 from keras_bert_zoo.jobs.rundir import check_overwrite
 from keras_bert_zoo.presets.factory import from_preset, preset_with_weights
@@ -157,6 +159,7 @@ def _prepare(config: PretrainConfig):
     check_overwrite(config.output, config.overwrite)
     distribution = get_strategy(config.strategy, config.tpu)  # first: processes join
     check_global_batch(config.batch_size, distribution)
+    check_tensorboard(Path(config.output))
     set_precision(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
     return interval, distribution

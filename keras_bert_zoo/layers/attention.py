@@ -9,9 +9,12 @@ stays for training with attention dropout, as BERT was trained. Both take the qu
 value as `[batch, length, heads, head_dim]`, mask the same keys and compute the softmax in
 float32, and agree within float32 rounding (tested on TensorFlow, JAX and PyTorch).
 
-The fused op is not always the faster one: `fused_is_faster` says where it is, as measured
-(benchmarks/RESULTS.md, "Fused attention"), and the encoder block takes the explicit path
-elsewhere unless told otherwise.
+Which one a model runs is its `attention` option ("auto", "fused" or "explicit"; an argument
+of `kbz.build_encoder`, recorded in each block's config), resolved by `uses_fused_attention`.
+"auto" follows one rule: the fused op where the backend has a fused attention kernel
+(`fused_kernel`), the explicit form elsewhere, where Keras' fused op is the same matmuls and
+softmax written out and the explicit form lays them out for batched matmuls
+(benchmarks/RESULTS.md, "Fused attention", has the timings behind it).
 """
 
 import math
@@ -19,8 +22,10 @@ import math
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.backend import in_xla_trace, jax, jax_platform, tf
+from keras_bert_zoo.layers.backend import jax, jax_platform, torch
 from keras_bert_zoo.layers.common import padding_bias
+
+ATTENTION = ("auto", "fused", "explicit")  # the `attention` option of a model
 
 
 def attention_bias(padding_mask, dtype="float32"):
@@ -41,18 +46,21 @@ def explicit_attention(
         training: passed to `dropout`.
         normalize_last: divide by the softmax's sums after the product with the values
             (`[.., queries, head_dim]`) instead of before it (`[.., queries, keys]`); the
-            same result up to float32 rounding. None (the default) does so where it is the
-            faster form: under JAX on a CPU in a pass that drops no probability, where XLA
-            ran the op 1.4x faster so at bert_small's [32, 128] and 1.8x at MiniLM's
-            [32, 256] (benchmarks/RESULTS.md, "Fused attention"); TensorFlow's graph and
-            PyTorch run their own softmax kernel faster than its parts.
+            same result up to float32 rounding. None (the default) does so under JAX in a
+            pass that drops no probability: XLA compiles the softmax from its parts there,
+            and the division then reads `head_dim` values per query instead of one per key.
+            TensorFlow and PyTorch run their own softmax kernel, which the parts would
+            replace (benchmarks/RESULTS.md, "Fused attention").
 
     Returns `[batch, queries, heads, head_dim]` in the query's dtype.
 
-    >>> context = kbz.layers.attention.explicit_attention(q, k, v, mask)
+    >>> q = k = v = keras.ops.ones((2, 4, 3, 8))  # batch 2, length 4, 3 heads of 8
+    >>> mask = keras.ops.convert_to_tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    >>> tuple(kbz.layers.attention.explicit_attention(q, k, v, mask).shape)
+    (2, 4, 3, 8)
     """
     # Heads first, then plain batched matmuls: XLA:CPU under JAX ran the einsums' batched dots
-    # (their transposes inside) at half this speed; TensorFlow runs both forms alike.
+    # (their transposes inside) much slower (benchmarks/RESULTS.md, "Fused attention").
     heads_first = [ops.transpose(x, (0, 2, 1, 3)) for x in (query, key, value)]
     context = heads_first_attention(*heads_first, padding_mask, dropout, training, normalize_last)
     return ops.transpose(context, (0, 2, 1, 3))
@@ -66,17 +74,19 @@ def heads_first_attention(
 
     The encoder block transposes its fused QKV projection to this layout once: TensorFlow's
     graph then takes each of the three as a view (a slice of the first axis) and folds the
-    key's transpose into the matmul, where three slices and four transposes ran before
-    (benchmarks/RESULTS.md, "kbz embed vs sentence-transformers recipe").
+    key's transpose into the matmul, instead of three slices and four transposes.
 
-    >>> context = kbz.layers.attention.heads_first_attention(q, k, v, mask)
+    >>> q = k = v = keras.ops.ones((2, 3, 4, 8))  # batch 2, 3 heads, length 4, 8 each
+    >>> mask = keras.ops.convert_to_tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    >>> tuple(kbz.layers.attention.heads_first_attention(q, k, v, mask).shape)
+    (2, 3, 4, 8)
     """
     key = ops.transpose(key, (0, 1, 3, 2))  # [batch, heads, head_dim, keys]
     scores = ops.cast(ops.matmul(query, key), "float32") * (1.0 / math.sqrt(ops.shape(key)[2]))
     scores = scores + attention_bias(padding_mask)
     if normalize_last is None:
         drops = training and dropout is not None and dropout.rate > 0
-        normalize_last = not drops and jax_platform() == "cpu"
+        normalize_last = not drops and jax is not None
     if normalize_last:
         # Dropout scales each weight, so it commutes with the division by each row's sum.
         weights = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
@@ -101,7 +111,10 @@ def fused_attention(query, key, value, padding_mask):
     `keras.config.disable_flash_attention()` keeps the fused op but not the flash kernel.
     float16 under JAX on CPU takes the explicit path (XLA:CPU cannot compile the fused one).
 
-    >>> context = kbz.layers.attention.fused_attention(q, k, v, mask)
+    >>> q = k = v = keras.ops.ones((2, 4, 3, 8))
+    >>> mask = keras.ops.convert_to_tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    >>> tuple(kbz.layers.attention.fused_attention(q, k, v, mask).shape)
+    (2, 4, 3, 8)
     """
     if _xla_cpu_rejects(query.dtype):
         return explicit_attention(query, key, value, padding_mask)
@@ -118,21 +131,38 @@ def fused_attention(query, key, value, padding_mask):
     )
 
 
-def fused_is_faster() -> bool:
-    """Whether `fused_attention` beats `explicit_attention` here (measured on a CPU and
-    expected of the accelerators' kernels; benchmarks/RESULTS.md, "Fused attention").
-
-    Yes on PyTorch (its fused SDPA kernel), under JAX on GPU and TPU (cuDNN, Splash) and in a
-    TensorFlow trace under XLA. No under JAX on a CPU, where XLA writes the fused op out as
-    einsums and ran MiniLM's attention at [32, 256] in 113 ms against the explicit path's 62,
-    and in TensorFlow's graph without XLA (56 against 37 ms), the graph `kbz embed` and
-    `kbz predict` run (`benchmarks/attention_paths.py`).
+def fused_kernel() -> bool:
+    """Whether the backend runs `keras.ops.dot_product_attention` as a fused attention kernel
+    on this device: PyTorch (`scaled_dot_product_attention`, any device) and JAX on GPU and TPU
+    (XLA's and cuDNN's fused attention, Splash on TPU). Not TensorFlow, where Keras writes the
+    op out as einsums and a softmax, nor JAX on a CPU, where XLA:CPU does the same.
     """
     if jax is not None:
         return jax_platform() != "cpu"
-    if tf is not None:
-        return in_xla_trace()
-    return True
+    return torch is not None
+
+
+def check_attention(attention: str) -> str:
+    """`attention` if it is one of `ATTENTION`, else a ValueError naming the choices."""
+    if attention not in ATTENTION:
+        raise ValueError(
+            f"`attention` must be one of {', '.join(map(repr, ATTENTION))}. "
+            f"Received: attention={attention!r}"
+        )
+    return attention
+
+
+def uses_fused_attention(attention: str) -> bool:
+    """Whether a model with this `attention` option runs the fused op in passes that drop no
+    attention probability (the fused op cannot drop them: those passes stay explicit):
+    "fused" yes, "explicit" no, "auto" where the backend has a fused kernel (`fused_kernel`).
+
+    >>> uses_fused_attention("explicit")
+    False
+    """
+    if check_attention(attention) == "auto":
+        return fused_kernel()
+    return attention == "fused"
 
 
 def _xla_cpu_rejects(dtype) -> bool:

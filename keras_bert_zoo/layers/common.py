@@ -26,8 +26,8 @@ _WEIGHTS_FOLLOW = contextvars.ContextVar("kbz_weights_follow", default=False)
 class BertTruncatedNormal(keras.initializers.TruncatedNormal):
     """Keras' `TruncatedNormal`, except inside `weights_follow()`: there it draws nothing and
     returns zeros from the host, because a checkpoint's values are assigned next. Under JAX
-    each new shape's draw compiles a program: 2.4-2.9 s of a MiniLM preset's 3.4-3.9 s load
-    (0.7 s on TensorFlow and PyTorch; benchmarks/RESULTS.md, "Command-line start-up")."""
+    each new shape's draw compiles a program, which made most of a preset's load time
+    (benchmarks/RESULTS.md, "Command-line start-up")."""
 
     def __call__(self, shape, dtype=None):
         if _WEIGHTS_FOLLOW.get():
@@ -73,7 +73,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     both `inv` and `mean * inv` have the input's full shape; this computes
     `(x - mean) * inv + beta`. TensorFlow without XLA (`kbz embed`, `kbz predict`,
     SavedModels) runs every op on its own, and there this form and the encoder block's
-    heads-first attention made MiniLM's embedding passes 5% faster at the same vectors
+    heads-first attention made MiniLM's embedding passes faster at the same vectors
     (benchmarks/RESULTS.md, "kbz embed vs sentence-transformers recipe"). XLA fuses either
     form and PyTorch runs its own kernel, so they, and any axis or option but BERT's, take
     Keras' call.

@@ -10,10 +10,10 @@ inside XLA, so this layer uses it only while tracing under `jit_compile=True` an
 behaves exactly like `keras.layers.Dropout` (same seed generator, same saved variables).
 The check for an XLA trace is TensorFlow's own (`layers.backend.in_xla_trace`); if a
 TensorFlow release moves it, the layer falls back to Keras' path rather than failing.
-On JAX the mask comes from XLA's own Threefry
-(`jax.lax.rng_bit_generator`, the generator TensorFlow's XLA path uses) instead of
-`jax.random.bernoulli`, whose Threefry is written out in jax.numpy and ran 6x slower for one
-attention mask on a CPU (`benchmarks/jax_train_step.py`, RESULTS.md). On PyTorch the mask is
+On JAX the mask comes from XLA's own Threefry (`jax.lax.rng_bit_generator`, the generator
+TensorFlow's XLA path uses) instead of `jax.random.bernoulli`, whose Threefry is written out in
+jax.numpy and ran several times slower for one attention mask on a CPU
+(`benchmarks/jax_train_step.py`, benchmarks/RESULTS.md). On PyTorch the mask is
 drawn by a `torch.Generator` seeded from the layer's seed state: Keras' own PyTorch dropout of
 an unseeded layer draws from torch's global generator, which no checkpoint holds, so a resumed
 run's masks differed from an uninterrupted run's. No backend but TensorFlow imports

@@ -2,19 +2,20 @@
 
 Differs from the original in layout only: query, key and value are one `[hidden, 3 * hidden]`
 kernel (one matmul instead of three; the checkpoint converters split and join it), the
-attention softmax always runs in float32 so mixed precision cannot overflow it, and attention
-runs fused (`keras.ops.dot_product_attention`) whenever no attention probability is dropped
-and the fused op is the faster one there (`layers.attention.fused_is_faster`).
+attention softmax always runs in float32 so mixed precision cannot overflow it, and the
+`attention` option chooses between the fused op (`keras.ops.dot_product_attention`) and the
+explicit softmax in passes that drop no attention probability (`layers.attention`).
 """
 
 import keras
 from keras import ops
 
 from keras_bert_zoo.layers.attention import (
+    check_attention,
     explicit_attention,
     fused_attention,
-    fused_is_faster,
     heads_first_attention,
+    uses_fused_attention,
 )
 from keras_bert_zoo.layers.backend import tensorflow_without_xla
 from keras_bert_zoo.layers.common import check_positive_int, check_rate, dense, layer_norm
@@ -42,10 +43,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
         intermediate_dim: feed-forward width (4 * hidden_dim in every BERT).
         dropout: dropout rate after each projection (and attention probabilities by default).
         attention_dropout: dropout rate of the attention probabilities; None (the default)
-            uses `dropout`, as BERT does. With 0, training runs the fused attention kernel too
-            (prediction and every other `training=False` pass always do).
+            uses `dropout`, as BERT does. A pass that drops them runs the explicit softmax.
         gelu_approximate: tanh-approximated GELU (Google's original code) instead of the exact
             erf form (Hugging Face's "gelu").
+        attention: the attention of passes that drop no attention probability (prediction,
+            evaluation, training with `attention_dropout` 0): "fused"
+            (`keras.ops.dot_product_attention`), "explicit" (softmax(QK^T) written out), or
+            "auto" (the default), fused where the backend has a fused attention kernel
+            (`kbz.layers.attention.fused_kernel`: PyTorch, JAX on GPU and TPU), explicit
+            elsewhere. The same outputs within float32 rounding; saved in the config.
 
     Call args:
         inputs: `[batch, seq, hidden_dim]` float.
@@ -56,15 +62,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
             scores of the other positions are most of that block's work (Model Garden's
             `output_range=1`).
 
-    `fused_attention` (an execution setting, not saved) chooses the attention of passes that
-    drop no attention probability: None (the default) the faster of the two where this runs
-    (`layers.attention.fused_is_faster`), True the fused op, False the explicit softmax; from
-    the next trace on (`kbz.encoder.set_fused_attention` sets it on a whole model).
-
     Example:
-    >>> block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=128,
-    ...                                            intermediate_dim=512)
-    >>> block(x, padding_mask=mask).shape
+    >>> block = kbz.layers.TransformerEncoderBlock(num_heads=2, hidden_dim=16,
+    ...                                            intermediate_dim=32)
+    >>> out = block(keras.ops.ones((2, 5, 16)), padding_mask=keras.ops.ones((2, 5), "int32"))
+    >>> tuple(out.shape)
+    (2, 5, 16)
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         dropout: float = 0.1,
         gelu_approximate: bool = False,
         attention_dropout: float | None = None,
+        attention: str = "auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -92,7 +96,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             if attention_dropout is None
             else check_rate("attention_dropout", attention_dropout)
         )
-        self.fused_attention = None  # None: the faster path here (see the docstring)
+        self.attention = check_attention(attention)
         self.gelu_approximate = bool(gelu_approximate)
         self.head_dim = self.hidden_dim // self.num_heads
 
@@ -130,14 +134,14 @@ class TransformerEncoderBlock(keras.layers.Layer):
         """Attention of `tokens` (`[batch * length, hidden]`); `[batch * queries, hidden]`."""
         qkv = self.attention_qkv(tokens)
         qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_dim))
-        fused = fused_is_faster() if self.fused_attention is None else self.fused_attention
-        if fused and not (training and self.attention_dropout_rate > 0):
+        dropping = training and self.attention_dropout_rate > 0
+        if not dropping and uses_fused_attention(self.attention):
             context = fused_attention(*_split(qkv, first_token_only), padding_mask)
         elif tensorflow_without_xla():
             # heads first in one transpose; the three are then slices of its first axis,
             # which TensorFlow hands over as views, and the key's transpose folds into the
             # matmul (XLA fuses the slices and transposes below itself, and ran this form
-            # 3-4% slower under JAX)
+            # slower under JAX)
             qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # [3, batch, heads, length, head_dim]
             query = qkv[0, :, :, :1] if first_token_only else qkv[0]
             context = heads_first_attention(
@@ -153,9 +157,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
     def call(self, inputs, padding_mask, training=None, first_token_only=False):
         # The projections, feed-forward and LayerNorms run on `[batch * length, hidden]`:
         # a 2-D matmul is one TensorFlow MatMul that oneDNN fuses with its bias add and GELU
-        # (a 3-D input goes through Tensordot's reshapes, which block that fusion; measured
-        # in benchmarks/RESULTS.md "kbz embed vs sentence-transformers recipe"); under XLA
-        # the reshapes are free.
+        # (a 3-D input goes through Tensordot's reshapes, which block that fusion;
+        # benchmarks/RESULTS.md, "kbz embed vs sentence-transformers recipe"); under XLA the
+        # reshapes are free.
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         tokens = ops.reshape(inputs, (-1, self.hidden_dim))
         attended = self.attention_output(
@@ -180,6 +184,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             dropout=self.dropout,
             gelu_approximate=self.gelu_approximate,
             attention_dropout=self.attention_dropout_rate,
+            attention=self.attention,
         )
         return config
 

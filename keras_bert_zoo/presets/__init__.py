@@ -1,8 +1,11 @@
 """Presets by name: the bundled preset files, weight downloads, and `from_preset`.
 
->>> kbz.list_presets()
->>> encoder = kbz.from_preset("bert_base_en_uncased")
->>> classifier = kbz.from_preset("bert_base_en_uncased", task="classifier", num_classes=2)
+>>> "bert_base_en_uncased" in kbz.list_presets()
+True
+>>> encoder = kbz.from_preset("bert_tiny_en_uncased", load_weights=False)  # random weights
+>>> classifier = kbz.from_preset(
+...     "bert_tiny_en_uncased", task="classifier", num_classes=2, load_weights=False
+... )
 
 Names load when first used, so listing presets (`registry`) needs neither Keras nor TensorFlow.
 """

@@ -39,12 +39,12 @@ class Runner:
         arrays = dict(zip(self.output_names, self._outputs(feed), strict=True))
         return arrays["output_0"] if list(arrays) == ["output_0"] else arrays
 
-    def run_batches(self, inputs: dict, batch_size: int):
-        count = len(inputs["token_ids"])
-        parts = [
-            self({k: v[begin : begin + batch_size] for k, v in inputs.items()})
-            for begin in range(0, max(count, 1), batch_size)
-        ]
+    def run_batches(self, inputs: dict, batch_size: int, batch_done=None):
+        count, parts = len(inputs["token_ids"]), []
+        for begin in range(0, max(count, 1), batch_size):
+            parts.append(self({k: v[begin : begin + batch_size] for k, v in inputs.items()}))
+            if batch_done is not None:
+                batch_done(min(batch_size, count - begin))
         if isinstance(parts[0], dict):
             return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         return np.concatenate(parts)

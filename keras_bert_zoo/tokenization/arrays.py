@@ -1,9 +1,10 @@
 """Texts to numpy on any backend: what the `kbz` jobs tokenize, whichever path runs.
 
 The jobs hand `BertTokenizer` and `BertPreprocessor` Python lists of strings, which these
-helpers tokenize with `tokenizers` + numpy on every backend (`tokenizer.on_host`: on
-TensorFlow the graph's first call costs about 0.8 s of tracing, more than the host takes for
-a corpus), and read the result back as numpy; a caller's TensorFlow tensors still go to the
+helpers tokenize with `tokenizers` + numpy on every backend (`tokenizer.on_host`: on TensorFlow
+the graph's first call spends longer tracing than the host takes for a corpus;
+benchmarks/RESULTS.md, "Command-line start-up"), and read the result back as numpy; a caller's
+TensorFlow tensors still go to the
 graph (ragged or dense tensors, read back the same way). Both paths give the same ids and
 offsets (tests/test_numpy_pipelines.py on the bundled samples, tests/test_tokenization.py).
 

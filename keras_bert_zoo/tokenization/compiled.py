@@ -1,13 +1,13 @@
 """Eager calls of the tokenization layers run as cached `tf.function`s.
 
-Eager ragged ops are about 50x slower than the same ops in a graph, so an eager call is
+Eager ragged ops are many times slower than the same ops in a graph, so an eager call is
 traced once per input kind and reused; inside a graph (tf.data, tf.function, SavedModel
 export) the function runs inline.
 
-The tokenizer's graph code has no Python control flow on tensors (`tf.cond` where it needs
-one), so it is traced without AutoGraph: AutoGraph's conversion of it took 80% of a first
-call (12.8 s against 2.7 s for 500 lines, the same ids), and of a short `kbz pretrain`'s data
-building. `graph.py` marks its entry points `do_not_convert` for the same reason, so a user's
+The tokenizer's graph code has no Python control flow on tensors (`tf.cond` where it needs one),
+so it is traced without AutoGraph: AutoGraph's conversion of it took most of a first call (the
+same ids without it), and of a short `kbz pretrain`'s data building (benchmarks/RESULTS.md).
+`graph.py` marks its entry points `do_not_convert` for the same reason, so a user's
 own `tf.function` or `tf.data` map around the tokenizer does not convert them either.
 """
 
@@ -15,7 +15,7 @@ import tensorflow as tf
 
 
 def compiled_call(layer, key, function, *tensors):
-    """Runs `function` as a cached tf.function when called eagerly (eager ragged ops are ~50x
+    """Runs `function` as a cached tf.function when called eagerly (eager ragged ops are much
     slower), inline when already in a graph (tf.data, tf.function, SavedModel export). String
     inputs are batches [batch]."""
     if not tf.executing_eagerly():

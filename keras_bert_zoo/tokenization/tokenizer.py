@@ -16,8 +16,8 @@ Which implementation runs (`uses_graph`):
   TensorFlow;
 - Hugging Face `tokenizers` and numpy (`host.py`: int32 arrays, lists of them for batches)
   for Python and numpy strings when Keras runs on JAX or PyTorch, inside `on_host()` on any
-  backend (the jobs' numpy helpers in `arrays.py`: the graph's first call spends about 0.8 s
-  tracing, while the host tokenizes a corpus of 1,888 texts in 0.2 s), and always where
+  backend (the jobs' numpy helpers in `arrays.py`: the graph's first call spends longer
+  tracing than the host takes to tokenize a corpus), and always where
   TensorFlow or tensorflow-text is not installed (the base install).
 
 Invalid UTF-8 is read as U+FFFD, which BERT's cleaning drops (like `bytes.decode("utf-8",

@@ -29,7 +29,8 @@ import numpy as np
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.layers.backend import jax_platform
 from keras_bert_zoo.training.batching import bucket_ids, bucket_lengths, real_lengths, trim_length
-from keras_bert_zoo.training.processes import local_forward, process_count
+from keras_bert_zoo.training.processes import is_chief, local_forward, process_count
+from keras_bert_zoo.training.progress import LogLines, interactive
 
 # Keras on TensorFlow imported it already (the graph forward pass, the device check).
 tf = require_tensorflow(TF_DATA_PIPELINES) if keras.backend.backend() == "tensorflow" else None
@@ -40,8 +41,8 @@ def prediction_buckets(model, sequence_length: int) -> list[int]:
 
     - steps of 8 tokens where every length runs without a compile (`predicts_any_shape`);
     - `cpu_bucket_lengths` under XLA on a CPU (JAX): there a batch costs in proportion to its
-      tokens, and a few more compiles (about 0.6 s each for MiniLM, kept on disk by the
-      compile cache) cost less than powers of two's padding;
+      tokens, and a few more compiles (each well under a second for MiniLM, kept on disk by
+      the compile cache) cost less than powers of two's padding;
     - else (GPU, TPU, `torch.compile`) `bucket_lengths`, powers of two.
 
     >>> prediction_buckets(model, 40)  # TensorFlow on CPU
@@ -57,11 +58,9 @@ def prediction_buckets(model, sequence_length: int) -> list[int]:
 def cpu_bucket_lengths(sequence_length: int) -> list[int]:
     """Powers of two from 16 below a step of 32 tokens per 256 of `sequence_length`, then
     multiples of that step (none less than half a step from the end), then `sequence_length`:
-    up to 11 buckets for 1,024 tokens, and no batch padded by much more than a step. On
-    MiniLM's 1,888-text corpus at 256 tokens (JAX, CPU, batch 64) 135,168 padded tokens
-    against powers of two's 159,744, and `kbz embed` 22.3 / 22.4 s against 26.2 / 24.2 s from
-    its second run on, 24.9 s against 25.0 s on its first (benchmarks/RESULTS.md, "kbz embed
-    vs sentence-transformers recipe").
+    up to 11 buckets for 1,024 tokens, and no batch padded by much more than a step, so fewer
+    padded tokens than powers of two's and a faster `kbz embed` on JAX (benchmarks/RESULTS.md,
+    "kbz embed vs sentence-transformers recipe").
 
     >>> cpu_bucket_lengths(256)
     [16, 32, 64, 96, 128, 160, 192, 224, 256]
@@ -74,7 +73,15 @@ def cpu_bucket_lengths(sequence_length: int) -> list[int]:
     return lengths + [sequence_length]
 
 
-def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool, progress=None):
+def predict(
+    model,
+    x: dict,
+    batch_size: int,
+    buckets,
+    sequence_outputs: bool,
+    progress=None,
+    label: str = "predict",
+):
     """`model.predict(x)` with batches of similar length trimmed to their bucket.
 
     Examples are sorted by real length; consecutive batches share the bucket of their
@@ -85,17 +92,28 @@ def predict(model, x: dict, batch_size: int, buckets, sequence_outputs: bool, pr
     eager PyTorch) batches get no filler.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
-    `progress(rows)` is called after each bucket with the number of examples it held.
+    `progress(rows)` is called after each bucket with the number of examples it held; without
+    it, where standard output is not a terminal, a line named `label` shows the rows done
+    (`progress.LogLines`).
     """
     if not isinstance(model, keras.Model):  # a `runtimes` runner
         return _predict(
-            model, x, batch_size, buckets, sequence_outputs, model.run_batches, False, progress
-        )
+            model, x, batch_size, buckets, sequence_outputs, model.run_batches, False, progress,
+            _log_lines(label, x, progress),
+        )  # fmt: skip
     run = _graph_forward(model) if predicts_as_graph(model) else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
     whole = not predicts_any_shape(model)
-    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole, progress)
+    lines = _log_lines(label, x, progress)
+    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole, progress, lines)
+
+
+def _log_lines(label: str, x: dict, progress):
+    """Plain lines for a log where nobody watches a terminal and the caller reports no
+    progress of its own (the streaming jobs do)."""
+    enabled = progress is None and not interactive() and is_chief()
+    return LogLines(label, len(real_lengths(x)), "rows", enabled=enabled)
 
 
 def predicts_as_graph(model) -> bool:
@@ -133,14 +151,15 @@ def _graph_forward(model):
         _GRAPHS[model] = tf.function(lambda inputs: owner()(inputs, training=False))
     graph = _GRAPHS[model]
 
-    def run(inputs: dict, batch_size: int):
+    def run(inputs: dict, batch_size: int, batch_done=None):
         specs = {k: tf.TensorSpec([None, None], tf.as_dtype(v.dtype)) for k, v in inputs.items()}
         function = graph.get_concrete_function(specs)
-        count = len(next(iter(inputs.values())))
-        parts = [
-            function({k: tf.constant(v[begin : begin + batch_size]) for k, v in inputs.items()})
-            for begin in range(0, count, batch_size)
-        ]
+        count, parts = len(next(iter(inputs.values()))), []
+        for begin in range(0, count, batch_size):
+            batch = {k: tf.constant(v[begin : begin + batch_size]) for k, v in inputs.items()}
+            parts.append(function(batch))
+            if batch_done is not None:
+                batch_done(min(batch_size, count - begin))
         return tf.nest.map_structure(lambda *p: np.concatenate([t.numpy() for t in p]), *parts)
 
     return run
@@ -161,6 +180,7 @@ def _predict(
     run=None,
     whole=True,
     progress=None,
+    lines=None,
 ):
     total = np.asarray(x["token_ids"]).shape[1]
     lengths = real_lengths(x)
@@ -174,10 +194,12 @@ def _predict(
         # compile per shape, no filler.
         filled = np.resize(rows, -(-len(rows) // batch_size) * batch_size) if whole else rows
         inputs = {key: trim_length(np.asarray(v)[filled], length, True) for key, v in x.items()}
+        done = _rows_done(lines, len(rows))
         if run is None:
-            part = model.predict(inputs, batch_size=batch_size, verbose=0)
+            shown = [_BatchesDone(done, batch_size)] if done else []
+            part = model.predict(inputs, batch_size=batch_size, verbose=0, callbacks=shown)
         else:
-            part = run(inputs, batch_size)
+            part = run(inputs, batch_size, done)
         structure, parts = part, [_host(p)[: len(rows)] for p in keras.tree.flatten(part)]
         if results is None:
             results = [_full(p, count, total, sequence_outputs) for p in parts]
@@ -188,13 +210,38 @@ def _predict(
     return keras.tree.pack_sequence_as(structure, results)
 
 
+def _rows_done(lines, rows: int):
+    """`batch_done(size)` advancing `lines` by a group's real rows (its filler rows, last,
+    are not counted); None without `lines`."""
+    if lines is None or not lines.enabled:
+        return None
+    left = [rows]
+
+    def batch_done(size: int) -> None:
+        step = min(size, left[0])
+        left[0] -= step
+        lines.advance(step)
+
+    return batch_done
+
+
+class _BatchesDone(keras.callbacks.Callback):
+    """Calls `batch_done(batch_size)` after each batch of Keras' `predict`."""
+
+    def __init__(self, batch_done, batch_size: int):
+        super().__init__()
+        self.batch_done, self.batch_size = batch_done, batch_size
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self.batch_done(self.batch_size)
+
+
 def prediction_groups(lengths, batch_size: int, buckets) -> list[tuple[np.ndarray, int]]:
     """`(rows, bucket length)` per bucket, in ascending length: the examples sorted by real
     length, cut into batches from the longest end, each batch in the bucket of its longest
     example, and a bucket's batches together. Only the shortest batch can be partial: under
     XLA it is filled up to a whole batch, and filler rows of the shortest bucket cost the
-    least (MiniLM's 1,888-text corpus at batch 64: 159,744 padded tokens against 165,888
-    with the partial batch at the 256-token end).
+    least (fewer padded tokens than a partial batch at the longest end).
 
     >>> prediction_groups(np.array([3, 40, 9, 12, 30]), 2, [16, 32, 64])
     [(array([0, 2, 3]), 16), (array([4, 1]), 64)]

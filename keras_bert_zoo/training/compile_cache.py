@@ -43,8 +43,8 @@ MAX_BYTES = 2 * 1024**3  # about 300 MiniLM train-step entries (6 MB each)
 MIN_FREE_BYTES = 1024**3  # never fill the disk a run writes its checkpoints to
 TF_FLAG = "--tf_xla_persistent_cache_directory"
 # JAX writes only programs that took this long to compile. Its own default, 1 s, left out
-# every prediction program (a MiniLM bucket compiles in about 0.6 s on a CPU); the eager
-# ops' tiny programs (milliseconds) stay out. `$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`,
+# every prediction program (a MiniLM bucket compiles in less on a CPU); the eager ops' tiny
+# programs stay out. `$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`,
 # when set, wins.
 JAX_MIN_COMPILE_SECONDS = 0.2
 

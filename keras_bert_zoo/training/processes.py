@@ -162,9 +162,9 @@ _FORWARDS = weakref.WeakKeyDictionary()  # model -> its compiled local forward p
 
 
 def local_forward(model):
-    """`run(inputs, batch_size)` (as `training.batching` takes it): `model(batch,
-    training=False)` on this process's first device with a copy of the replicated weights,
-    so every process predicts alone, with no collective (the outputs are numpy)."""
+    """`run(inputs, batch_size, batch_done=None)`: `model(batch, training=False)` on this
+    process's first device with a copy of the replicated weights, so every process predicts
+    alone, with no collective (the outputs are numpy); `batch_done(rows)` after each batch."""
     if model not in _FORWARDS:
         owner = weakref.ref(model)  # the cache must not keep the model alive
 
@@ -174,7 +174,7 @@ def local_forward(model):
         _FORWARDS[model] = jax.jit(forward) if model.jit_compile else forward
     function, device = _FORWARDS[model], jax.local_devices()[0]
 
-    def run(inputs: dict, batch_size: int):
+    def run(inputs: dict, batch_size: int, batch_done=None):
         def local(variables):
             return [jax.device_put(np.asarray(v.value), device) for v in variables]
 
@@ -182,11 +182,12 @@ def local_forward(model):
         previous = keras.distribution.distribution()
         keras.distribution.set_distribution(None)  # this pass is one device's, not the mesh's
         try:
-            count = len(next(iter(inputs.values())))
-            parts = [
-                function(*weights, {k: v[begin : begin + batch_size] for k, v in inputs.items()})
-                for begin in range(0, count, batch_size)
-            ]
+            count, parts = len(next(iter(inputs.values()))), []
+            for begin in range(0, count, batch_size):
+                batch = {k: v[begin : begin + batch_size] for k, v in inputs.items()}
+                parts.append(function(*weights, batch))
+                if batch_done is not None:
+                    batch_done(min(batch_size, count - begin))
         finally:
             keras.distribution.set_distribution(previous)
         return keras.tree.map_structure(

@@ -5,10 +5,17 @@ system, terminal or not, which fills a redirected log with control characters; i
 `verbose=2` prints one plain line per epoch instead (`fit_verbose`). Runs whose fit "epochs"
 are checkpoint intervals (pretraining, `--checkpoint-every`) count steps instead of
 "Epoch 1/3": `StepProgress` shows `step 2000/10000` over the whole run, a resume included.
+
+A log also gets a plain line at least every `LOG_EVERY_SECONDS` during long work (`LogLines`:
+training steps through `LoggedSteps`, prediction and embedding rows, an export's time), so a
+redirected run never goes quiet for an epoch: what is done of the total, the rate, the time
+left and, while training, the running loss.
 """
 
+import contextlib
 import math
 import sys
+import threading
 import time
 
 import keras
@@ -25,6 +32,104 @@ def fit_verbose(verbose):
     if verbose == "auto":
         return 1 if interactive() else 2
     return verbose
+
+
+# A log gets a line at least this often (twice a minute: "once a minute" with room to spare).
+LOG_EVERY_SECONDS = 30.0
+
+
+def _duration(seconds: float) -> str:
+    """`42s`, `3m05s`, `2h07m`.
+
+    >>> _duration(185)
+    '3m05s'
+    """
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class LogLines:
+    """Plain progress lines for a log, at most one per `every` seconds (default
+    `LOG_EVERY_SECONDS`): `embed: rows 2048/10000 (20%) - 85.3 rows/s - 1m33s left`.
+
+    Args:
+        what: the work, first on each line (`finetune`, `embed`, ...).
+        total: the units of the whole work.
+        unit: what is counted (`steps`, `rows`).
+        done: units done before this process started (a resume's step).
+        enabled: False makes it silent (at a terminal, or a process other than the first).
+
+    >>> lines = LogLines("embed", 100, "rows", every=0)
+    >>> lines.advance(25)  # doctest: +ELLIPSIS
+    embed: rows 25/100 (25%) - ... rows/s - ... left
+    """
+
+    def __init__(self, what, total, unit, done=0, enabled=True, every=None, stream=None):
+        self.what, self.total, self.unit, self.enabled = what, total, unit, enabled
+        self.done = self.first = done
+        self.every, self.stream = every, stream
+        self.began = self.shown = time.monotonic()
+
+    def advance(self, count: int = 1, loss=None) -> None:
+        """`count` more units done; a line if `every` seconds passed since the last."""
+        self.done += count
+        every = LOG_EVERY_SECONDS if self.every is None else self.every
+        now = time.monotonic()
+        if self.enabled and now - self.shown >= every:
+            self.shown = now
+            _write(self.stream, self.line(now, loss))
+
+    def line(self, now: float, loss=None) -> str:
+        elapsed, done = now - self.began, self.done - self.first
+        shown = [f"{self.what}: {self.unit} {self.done}/{self.total}"]
+        if self.total:
+            shown[0] += f" ({100 * self.done / self.total:.0f}%)"
+        if done and elapsed > 0:
+            shown.append(f"{done / elapsed:.1f} {self.unit}/s")
+            shown.append(f"{_duration(elapsed / done * max(self.total - self.done, 0))} left")
+        if loss is not None:
+            shown.append(f"loss {_number(loss)}")
+        return " - ".join(shown)
+
+
+class LoggedSteps(keras.callbacks.Callback):
+    """`LogLines` of a training run's steps, with Keras' running mean of the loss; counts
+    over the whole run (a resume's steps included) across `fit` calls."""
+
+    def __init__(self, what: str, total_steps: int, start_step: int = 0):
+        super().__init__()
+        self.lines = LogLines(what, total_steps, "steps", done=start_step)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.lines.advance(1, (logs or {}).get("loss"))
+
+
+@contextlib.contextmanager
+def logged_while(what: str, enabled: bool = True, stream=None):
+    """For work without a count (an export's tracing and writing): a line with the time spent
+    every `LOG_EVERY_SECONDS` until the block ends, from a daemon thread."""
+    done, began = threading.Event(), time.monotonic()
+
+    def beat():
+        while not done.wait(LOG_EVERY_SECONDS):
+            _write(stream, f"{what}: working, {_duration(time.monotonic() - began)} so far")
+
+    if enabled:
+        threading.Thread(target=beat, daemon=True, name=f"kbz-{what}-progress").start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def _write(stream, text: str) -> None:
+    stream = stream or sys.stdout  # where Keras' own progress goes
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _number(value) -> str:

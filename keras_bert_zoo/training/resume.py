@@ -22,7 +22,7 @@ import keras
 from keras_bert_zoo.training.checkpoint_files import STATE_FILE, ResumeCheckpoint, restore
 from keras_bert_zoo.training.distributed import StrategyTrainer, uses_tf_distribute
 from keras_bert_zoo.training.processes import broadcast
-from keras_bert_zoo.training.progress import StepProgress, fit_verbose
+from keras_bert_zoo.training.progress import LoggedSteps, StepProgress, fit_verbose
 
 __all__ = ["STATE_FILE", "ResumeCheckpoint", "fit_resumable", "interval_sizes", "restore"]
 logger = logging.getLogger(__name__)
@@ -124,8 +124,9 @@ def fit_resumable(
             inside the scope of a `keras.distribution` one (`processes.data_parallel`).
         checkpoint_every_minutes: also checkpoint after the first step that ends this many
             minutes after the previous checkpoint (or the start of this attempt).
-        verbose: Keras' fit verbosity; "auto" is a live bar at a terminal, one plain line
-            per interval otherwise (`progress.fit_verbose`).
+        verbose: Keras' fit verbosity; "auto" is a live bar at a terminal, otherwise one
+            plain line per interval (`progress.fit_verbose`) and one at least every
+            `progress.LOG_EVERY_SECONDS` (`progress.LoggedSteps`).
         progress: "epochs" (Keras' own display: intervals are epochs) or "steps" (the run's
             steps, `progress.StepProgress`: intervals are checkpoint intervals).
 
@@ -142,8 +143,10 @@ def fit_resumable(
         logger.info("The run in %s is already complete.", directory)
     checkpoint = ResumeCheckpoint(directory, keep_checkpoints, start, checkpoint_every_minutes)
     verbose, shown = fit_verbose(verbose), []
+    if verbose == 2:  # a log: a line at least every LOG_EVERY_SECONDS, not only per interval
+        shown = [LoggedSteps("training", total_steps, start)]
     if progress == "steps" and verbose:
-        shown = [StepProgress(total_steps, start, live=verbose == 1)]
+        shown.append(StepProgress(total_steps, start, live=verbose == 1))
         verbose = 0
     merged = keras.callbacks.History()
     merged.history = {}

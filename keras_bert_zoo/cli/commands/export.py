@@ -7,8 +7,6 @@ from pathlib import Path
 
 from keras_bert_zoo.cli.common import SAVED_MODEL_LOADING
 
-DEFAULT_SEQUENCE_LENGTH = 128  # for a preset that records no length
-
 
 def add_parser(subcommands) -> None:
     export = subcommands.add_parser("export", help="SavedModel (TF Serving) or ONNX")
@@ -69,11 +67,11 @@ def export_task(config, requested: str | None) -> str:
 
 
 def export_length(preset, args) -> int:
-    """`--sequence-length`, else the length the preset records (the run's), else 128."""
-    from keras_bert_zoo.presets.registry import load_preset_config  # when run: --help stays instant
+    """`--sequence-length`, else the length the preset records (the run's), else the default
+    (`presets.sources.run_sequence_length`)."""
+    from keras_bert_zoo.presets.sources import run_sequence_length  # when run: --help stays instant
 
-    recorded = load_preset_config(preset).sequence_length
-    return args.sequence_length or recorded or DEFAULT_SEQUENCE_LENGTH
+    return run_sequence_length(preset, args.sequence_length)
 
 
 def _model(args):
@@ -94,6 +92,7 @@ def _model(args):
 def run(args) -> int:
     from keras_bert_zoo.saving.ownership import check_apart  # when run, as the job below
     from keras_bert_zoo.tokenization import BertPreprocessor  # when run: --help stays instant
+    from keras_bert_zoo.training.progress import interactive, logged_while  # imports Keras
 
     check_apart({"DESTINATION": args.destination}, {"SOURCE": args.source, "--preset": args.preset})
 
@@ -105,6 +104,11 @@ def run(args) -> int:
             onnx_export.require_onnx()
         except ImportError as error:
             raise ValueError(str(error)) from error
+    else:
+        from keras_bert_zoo.export import saved_model_missing  # imports Keras
+
+        if saved_model_missing():
+            raise ValueError(saved_model_missing())
     keras_file = Path(args.source).suffix == ".keras"
     if args.task is not None and keras_file:
         raise ValueError(
@@ -126,13 +130,14 @@ def run(args) -> int:
     if preprocessor is not None:  # which length the strings are cut to, said once
         details += f", {preprocessor.sequence_length} tokens"
     if onnx:
-        path = onnx_export.export_onnx(
-            model,
-            args.destination,
-            preprocessor=preprocessor,
-            quantize=args.quantize,
-            overwrite=args.overwrite,
-        )
+        with logged_while("export", enabled=not interactive()):
+            path = onnx_export.export_onnx(
+                model,
+                args.destination,
+                preprocessor=preprocessor,
+                quantize=args.quantize,
+                overwrite=args.overwrite,
+            )
         vocabulary = "vocab.txt, " if preprocessor is not None else ""
         print(
             f"Exported {path} ({model.task}, ONNX{details}): model.onnx (token_ids, "
@@ -146,13 +151,14 @@ def run(args) -> int:
         from keras_bert_zoo.export.quantization import quantize_keras  # only for int8
 
         quantize_keras(model, args.quantize)
-    path = saved_model.export_saved_model(
-        model,
-        args.destination,
-        preprocessor=preprocessor,
-        strings=not args.ids_only,
-        overwrite=args.overwrite,
-    )
+    with logged_while("export", enabled=not interactive()):
+        path = saved_model.export_saved_model(
+            model,
+            args.destination,
+            preprocessor=preprocessor,
+            strings=not args.ids_only,
+            overwrite=args.overwrite,
+        )
     if args.ids_only:
         print(f"Exported {path} ({model.task}{details}): signature serve_token_ids.")
     else:
@@ -162,7 +168,8 @@ def run(args) -> int:
         )
     if args.quantize:
         print(
-            "Note: a Keras int8 SavedModel is ~3.5x smaller but ran at 0.16x the float one's "
-            "speed on CPU (benchmarks/RESULTS.md); for CPU speed use --format onnx --quantize int8."
+            "Note: a Keras int8 SavedModel is smaller but ran several times slower than the "
+            "float one on CPU (benchmarks/RESULTS.md); for CPU speed use --format onnx "
+            "--quantize int8."
         )
     return 0
