@@ -69,7 +69,8 @@ def test_embed_to_a_file_writes_row_lines(tmp_path, monkeypatch, capsys):
     argv = ["embed", "--model", str(save_tiny_preset(tmp_path / "p")), "--input"]
     argv += [str(tmp_path / "in.txt"), "--output", str(tmp_path / "v.npy")]
     assert main([*argv, "--batch-size", "16", "--sequence-length", "32"]) == 0
-    rows = [int(n) for n in re.findall(r"^embed: rows (\d+)/40 ", capsys.readouterr().out, re.M)]
+    shown = r"^embed \[keras float32\]: rows (\d+)/40 "  # the runtime named, as the summary's
+    rows = [int(n) for n in re.findall(shown, capsys.readouterr().out, re.M)]
     assert rows == sorted(rows) and rows[-1] == 40 and len(rows) >= 3, rows
 
 

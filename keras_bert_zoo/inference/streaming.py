@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Iterator
 from tqdm.auto import tqdm
 
 from keras_bert_zoo.console import status
+from keras_bert_zoo.training.progress import LogLines, rows_counted_by
 
 logger = logging.getLogger(__name__)
 DEFAULT_WINDOW = 10_000  # records per window: what memory holds and what bucketing sorts
-_PLAIN_EVERY_S = 30.0  # a plain progress line at least this often when not at a terminal
 
 Mark = tuple[int, str]  # (input lines read, sha256 of their text): `data.line_stream`
 
@@ -63,7 +63,9 @@ def stream(
         except ValueError as caught:
             error = caught
         if chunk:
-            output.write(rows, predict_window(chunk))
+            with rows_counted_by(progress.advance):  # the passes count into the whole input's
+                outputs = predict_window(chunk)
+            output.write(rows, outputs)
             rows += len(chunk)
             output.commit(rows, mark)
             progress.update(rows)
@@ -100,34 +102,30 @@ def _skip_done(records: Iterator, output) -> int:
 
 
 class Progress:
-    """Rows done, rate and time left: a live bar at a terminal (tqdm), else a plain status
-    line at least every `_PLAIN_EVERY_S` seconds (at each window's end) and one summary line
-    at the end (`embed [onnx int8]: 1,888 texts in 40.2 s (47.0 text/s)`, as
+    """Rows done, rate and time left over the whole input: a live bar at a terminal (tqdm),
+    else plain lines at least every `training.progress.LOG_EVERY_SECONDS` (`LogLines`,
+    advanced by each batch of the prediction passes) and one summary line at the end
+    (`embed [onnx int8]: 1,888 texts in 40.2 s (47.0 text/s)`, as
     `runtimes.loading.progress_bar` writes for a whole-file run); `unit` names a row."""
 
-    def __init__(
-        self, total: int | None, done: int, what: str, every: float = _PLAIN_EVERY_S, unit="row"
-    ):
-        self.total, self.first, self.what, self.every = total, done, what, every
-        self.unit = unit
-        self.began = self.shown = time.monotonic()
+    def __init__(self, total: int | None, done: int, what: str, unit="row"):
+        self.first, self.what, self.unit, self.counted = done, what, unit, done
+        self.began = time.monotonic()
         self.bar = tqdm(total=total, initial=done, unit=" rows", desc=what, disable=None)
+        self.lines = LogLines(what, total, "rows", done=done, enabled=self.bar.disable)
 
-    def line(self, done: int) -> str:
-        elapsed = max(time.monotonic() - self.began, 1e-9)
-        rate = (done - self.first) / elapsed
-        shown = f"{self.what}: {done:,}" + (f"/{self.total:,} rows" if self.total else " rows")
-        shown += f", {rate:,.0f} rows/s"
-        if self.total and rate > 0:
-            shown += f", {_duration((self.total - done) / rate)} left"
-        return shown
+    def advance(self, rows: int) -> None:
+        """`rows` more done (a batch)."""
+        self.counted += rows
+        if self.bar.disable:
+            self.lines.advance(rows)
+        else:
+            self.bar.update(rows)
 
     def update(self, done: int) -> None:
-        if not self.bar.disable:
-            self.bar.update(done - self.bar.n)
-        elif time.monotonic() - self.shown >= self.every:
-            self.shown = time.monotonic()
-            status.info(self.line(done))
+        """`done` rows committed (a window's end): whatever its passes did not count."""
+        if done > self.counted:
+            self.advance(done - self.counted)
 
     def close(self, done: int) -> None:
         if self.bar.disable:
@@ -136,9 +134,3 @@ class Progress:
             line = f"{self.what}: {done - self.first:,} {self.unit}s in {seconds:.1f} s "
             tqdm.write(f"{line}({rate:.1f} {self.unit}/s)", file=sys.stderr)  # stdout: results
         self.bar.close()
-
-
-def _duration(seconds: float) -> str:
-    minutes, seconds = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"

@@ -28,6 +28,8 @@ from keras_bert_zoo.runtimes import PRECISIONS, RUNTIMES, cache, quality
 from keras_bert_zoo.runtimes.runners import EXPORT_CONFIG, OnnxRunner, OpenVinoRunner
 from keras_bert_zoo.training import bucketed_prediction
 from keras_bert_zoo.training.batching import real_lengths
+from keras_bert_zoo.training.processes import is_chief
+from keras_bert_zoo.training.progress import rows_counter
 
 logger = logging.getLogger(__name__)
 QUALITY_FILE = "quality.json"
@@ -263,8 +265,8 @@ def progress_bar(total: int, what: str, runtime: str, precision: str, unit: str 
     description = f"{what} [{runtime} {precision}]"
     start = time.perf_counter()
     with tqdm(total=total, desc=description, unit=unit, disable=None) as bar:
-        yield bar.update
         live = not bar.disable
+        yield bar.update if live else rows_counter(description, total, enabled=is_chief())
     if not live:
         seconds = time.perf_counter() - start
         rate = total / max(seconds, 1e-9)

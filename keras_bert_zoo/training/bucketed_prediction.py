@@ -30,7 +30,7 @@ from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.layers.backend import jax_platform
 from keras_bert_zoo.training.batching import bucket_ids, bucket_lengths, real_lengths, trim_length
 from keras_bert_zoo.training.processes import is_chief, local_forward, process_count
-from keras_bert_zoo.training.progress import LogLines, interactive
+from keras_bert_zoo.training.progress import rows_counter
 
 # Keras on TensorFlow imported it already (the graph forward pass, the device check).
 tf = require_tensorflow(TF_DATA_PIPELINES) if keras.backend.backend() == "tensorflow" else None
@@ -92,28 +92,25 @@ def predict(
     eager PyTorch) batches get no filler.
     Outputs come back in the original order; with `sequence_outputs` their axis 1 is padded
     back to the full length with the lowest float (never an argmax, never a top logit).
-    `progress(rows)` is called after each bucket with the number of examples it held; without
-    it, where standard output is not a terminal, a line named `label` shows the rows done
-    (`progress.LogLines`).
+    `progress(rows)` is called after each batch with the number of examples it held; without
+    it, the rows go to an enclosing `progress.rows_counted_by`, else, where standard output is
+    not a terminal, to plain lines named `label` (`progress.rows_counter`).
     """
     if not isinstance(model, keras.Model):  # a `runtimes` runner
         return _predict(
-            model, x, batch_size, buckets, sequence_outputs, model.run_batches, False, progress,
-            _log_lines(label, x, progress),
+            model, x, batch_size, buckets, sequence_outputs, model.run_batches, False,
+            progress or _rows_counter(label, x),
         )  # fmt: skip
     run = _graph_forward(model) if predicts_as_graph(model) else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
     whole = not predicts_any_shape(model)
-    lines = _log_lines(label, x, progress)
-    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole, progress, lines)
+    progress = progress or _rows_counter(label, x)
+    return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole, progress)
 
 
-def _log_lines(label: str, x: dict, progress):
-    """Plain lines for a log where nobody watches a terminal and the caller reports no
-    progress of its own (the streaming jobs do)."""
-    enabled = progress is None and not interactive() and is_chief()
-    return LogLines(label, len(real_lengths(x)), "rows", enabled=enabled)
+def _rows_counter(label: str, x: dict):
+    return rows_counter(label, len(real_lengths(x)), enabled=is_chief())
 
 
 def predicts_as_graph(model) -> bool:
@@ -180,7 +177,6 @@ def _predict(
     run=None,
     whole=True,
     progress=None,
-    lines=None,
 ):
     total = np.asarray(x["token_ids"]).shape[1]
     lengths = real_lengths(x)
@@ -194,7 +190,7 @@ def _predict(
         # compile per shape, no filler.
         filled = np.resize(rows, -(-len(rows) // batch_size) * batch_size) if whole else rows
         inputs = {key: trim_length(np.asarray(v)[filled], length, True) for key, v in x.items()}
-        done = _rows_done(lines, len(rows))
+        done = _rows_done(progress, len(rows))
         if run is None:
             shown = [_BatchesDone(done, batch_size)] if done else []
             part = model.predict(inputs, batch_size=batch_size, verbose=0, callbacks=shown)
@@ -205,22 +201,20 @@ def _predict(
             results = [_full(p, count, total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):
             result[rows] = _pad(p, total, result)
-        if progress is not None:
-            progress(len(rows))
     return keras.tree.pack_sequence_as(structure, results)
 
 
-def _rows_done(lines, rows: int):
-    """`batch_done(size)` advancing `lines` by a group's real rows (its filler rows, last,
-    are not counted); None without `lines`."""
-    if lines is None or not lines.enabled:
+def _rows_done(progress, rows: int):
+    """`batch_done(size)` calling `progress` with a group's real rows of each batch (its
+    filler rows, last, are not counted); None without `progress`."""
+    if progress is None:
         return None
     left = [rows]
 
     def batch_done(size: int) -> None:
         step = min(size, left[0])
         left[0] -= step
-        lines.advance(step)
+        progress(step)
 
     return batch_done
 

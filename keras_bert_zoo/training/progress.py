@@ -13,6 +13,7 @@ left and, while training, the running loss.
 """
 
 import contextlib
+import contextvars
 import math
 import sys
 import threading
@@ -94,6 +95,29 @@ class LogLines:
         if loss is not None:
             shown.append(f"loss {_number(loss)}")
         return " - ".join(shown)
+
+
+_ROWS = contextvars.ContextVar("kbz_rows_progress", default=None)
+
+
+@contextlib.contextmanager
+def rows_counted_by(advance):
+    """Inside the block, prediction passes count their rows with `advance(rows)` (a streaming
+    job's progress over its whole input) instead of lines of their own over each window."""
+    token = _ROWS.set(advance)
+    try:
+        yield
+    finally:
+        _ROWS.reset(token)
+
+
+def rows_counter(label: str, total: int, enabled: bool = True):
+    """`advance(rows)` for a prediction pass: the enclosing `rows_counted_by`'s, else plain
+    `LogLines` named `label` where nobody watches a terminal; None when nothing is shown."""
+    if _ROWS.get() is not None:
+        return _ROWS.get()
+    lines = LogLines(label, total, "rows", enabled=enabled and not interactive())
+    return lines.advance if lines.enabled else None
 
 
 class LoggedSteps(keras.callbacks.Callback):
