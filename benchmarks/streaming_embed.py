@@ -8,9 +8,10 @@ example on two local workers.
 Each run is a fresh `kbz embed` process (`/usr/bin/time -v` gives the peak RSS; the wall time
 includes the start-up). `--baseline` runs the same command from another checkout (the
 in-memory `kbz embed` before streaming) on the smallest size, interleaved with this one.
-`--resume` kills the largest run with SIGKILL once half its rows are committed and reports
-how long the resumed run took to read past them. `--beam` runs `examples/beam_embed.py`
-(the `beam` extra) on the smallest size with two worker processes.
+`--resume` kills the largest run with SIGKILL at `--kills` random points (the same command
+again after each), reports how long the last run took to read past the rows committed, and
+compares its output with the uninterrupted run's byte for byte. `--beam` runs
+`examples/beam_embed.py` (the `beam` extra) on the smallest size with two worker processes.
 """
 
 import argparse
@@ -55,20 +56,33 @@ def _show(what: str, lines: int, seconds: float, peak: float) -> None:
     print(f"{what:>10} {lines:>9,} lines: {seconds:6.1f} s, {rate:7,.0f} lines/s, {peak:,.0f} MiB")
 
 
-def _resume(command: list[str], output: Path, lines: int) -> None:
+def _resume(command: list[str], output: Path, lines: int, kills: int) -> None:
+    """Kills the run with SIGKILL once the rows committed pass each of `kills` random points
+    (in order, each kill followed by the same command again), lets the last run finish, and
+    compares its output with the uninterrupted run's, byte for byte."""
+    uninterrupted = output.with_name(f"uninterrupted-{output.name}")
+    output.rename(uninterrupted)
     record = output.with_name(f".{output.name}.progress.json")
-    process = subprocess.Popen(
-        [sys.executable, *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    while process.poll() is None:
-        if record.is_file() and json.loads(record.read_text())["rows"] >= lines // 2:
-            process.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    process.wait()
+    points = sorted(np.random.default_rng(1).integers(lines // 10, lines * 9 // 10, kills))
+    for point in points:
+        process = subprocess.Popen(
+            [sys.executable, *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        while process.poll() is None:
+            if record.is_file() and json.loads(record.read_text())["rows"] >= point:
+                process.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.05)
+        process.wait()
+        done = json.loads(record.read_text())["rows"] if record.is_file() else 0
+        print(f"    killed past row {point:,}: {done:,} rows committed")
     seconds, peak, out = _run(command)
     skipped = re.search(r"continuing after the (\d+) rows .* in ([\d.]+) s", out)
-    print(f"    resume: {int(skipped[1]):,} rows read past in {skipped[2]} s (run {seconds:.1f} s)")
+    same = output.read_bytes() == uninterrupted.read_bytes()
+    print(
+        f"    resume: {int(skipped[1]):,} rows read past in {skipped[2]} s (run {seconds:.1f} s);"
+        f" output {'equal to' if same else 'DIFFERENT from'} the uninterrupted run's"
+    )
 
 
 def main() -> None:
@@ -78,6 +92,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10_000)
     parser.add_argument("--baseline", type=Path, help="a checkout with the in-memory kbz embed")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--kills", type=int, default=3, help="SIGKILLs before the resume")
     parser.add_argument("--beam", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
@@ -97,8 +112,7 @@ def main() -> None:
                 beam += ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
                 _show("beam x2", lines, *_run(beam)[:2])
             if args.resume and lines == max(args.lines):
-                output.unlink()
-                _resume([*command, "--window", str(args.window)], output, lines)
+                _resume([*command, "--window", str(args.window)], output, lines, args.kills)
 
 
 if __name__ == "__main__":
