@@ -199,3 +199,19 @@ def test_the_demo_imports_tensorflow_without_its_cuda_start_up_lines():
     result = _python("-c", head + "\nprint('imported')")
     assert result.stdout.strip() == "imported", result.stderr
     assert "cuda" not in result.stderr.lower() and "I0000" not in result.stderr, result.stderr
+
+
+def test_an_xla_fit_logs_no_ignored_assertions(tiny):
+    # XLA drops TensorFlow's assertions and logs a line for each: a script's fit printed eight
+    code = f"""
+import keras_bert_zoo as kbz
+model = kbz.BertClassifier.from_preset({str(tiny)!r}, num_classes=2, sequence_length=16)
+model.fit(x=["a fine film", "dull"] * 8, y=[1, 0] * 8, batch_size=8, verbose=0)
+print(model.jit_compile)
+"""
+    env = {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "0", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.stdout.split()[-1] == "True", result.stderr  # XLA did compile the step
+    assert "Ignoring Assert operator" not in result.stderr, result.stderr

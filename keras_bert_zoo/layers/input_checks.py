@@ -9,7 +9,8 @@ TensorFlow graph, a JAX tracer under `jax.jit` or Keras' compiled steps, `torch.
 no contents to read: their static shapes and dtypes are checked with the same messages, and on
 TensorFlow only the value checks become `tf.debugging` assertions (`InvalidArgumentError` with
 the same message; Keras has no backend-neutral assertion op). Under XLA (`jit_compile=True`,
-and every JAX step) no assertion runs, so compiled steps rely on the data pipeline (whose
+and every JAX step) no assertion runs (XLA would drop them, logging a line for each, so none
+is added to an XLA trace), so compiled steps rely on the data pipeline (whose
 tokenizer can only emit in-range ids) and on `BertModel.fit`/`predict`, which check concrete
 arrays with this layer before Keras compiles anything.
 """
@@ -17,7 +18,7 @@ arrays with this layer before Keras compiles anything.
 import keras
 import numpy as np
 
-from keras_bert_zoo.layers.backend import is_traced, tf
+from keras_bert_zoo.layers.backend import in_xla_trace, is_traced, tf
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 LEFT_PADDING = (
@@ -147,7 +148,7 @@ class InputChecks(keras.layers.Layer):
             self.check_values(token_ids, segment_ids, padding_mask)
             return [token_ids, segment_ids, padding_mask]
         self._check_static(token_ids, segment_ids, padding_mask)
-        if tf is not None:
+        if tf is not None and not in_xla_trace():  # XLA drops assertions, saying so per op
             return self._check_graph(token_ids, segment_ids, padding_mask)
         return [token_ids, segment_ids, padding_mask]
 
