@@ -33,6 +33,7 @@ _SUBPACKAGES = (
     "lora",
     "metrics",
     "model",
+    "packed_encoder",
     "presets",
     "pretraining",
     "ranking_metrics",

@@ -29,6 +29,7 @@ RANKS = [
     {
         "model",
         "encoder",
+        "packed_encoder",
         "pretraining",
         "tasks",
         "group_scoring",

@@ -32,6 +32,7 @@ RUNNABLE = [
     "keras_bert_zoo.layers.attention",
     "keras_bert_zoo.layers.encoder_block",
     "keras_bert_zoo.metrics",
+    "keras_bert_zoo.packed_encoder",
     "keras_bert_zoo.presets",
     "keras_bert_zoo.presets.registry",
     "keras_bert_zoo.presets.sources",
@@ -40,6 +41,7 @@ RUNNABLE = [
     "keras_bert_zoo.tokenization",
     "keras_bert_zoo.training",
     "keras_bert_zoo.training.optimizers",
+    "keras_bert_zoo.training.packing",
     "keras_bert_zoo.training.progress",
 ]
 EXAMPLE = re.compile(r"^\s*(>>>|\.\.\.) ")

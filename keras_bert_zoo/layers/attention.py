@@ -29,8 +29,12 @@ ATTENTION = ("auto", "fused", "explicit")  # the `attention` option of a model
 
 
 def attention_bias(padding_mask, dtype="float32"):
-    """`[batch, seq]` 1/0 mask to an additive `[batch, 1, 1, seq]` bias over attended keys."""
-    return ops.expand_dims(ops.expand_dims(padding_bias(padding_mask, dtype), 1), 1)
+    """`[batch, seq]` 1/0 mask to an additive `[batch, 1, 1, seq]` bias over attended keys;
+    a `[batch, queries, keys]` mask (packed rows, `kbz.packed_encoder`) to `[batch, 1, q, k]`."""
+    bias = padding_bias(padding_mask, dtype)
+    if len(padding_mask.shape) == 3:
+        return ops.expand_dims(bias, 1)
+    return ops.expand_dims(ops.expand_dims(bias, 1), 1)
 
 
 def explicit_attention(
@@ -41,7 +45,8 @@ def explicit_attention(
     Args:
         query: `[batch, queries, heads, head_dim]`.
         key, value: `[batch, keys, heads, head_dim]`.
-        padding_mask: `[batch, keys]` int, 1 for real tokens, 0 for padding.
+        padding_mask: `[batch, keys]` int, 1 for real tokens, 0 for padding; or
+            `[batch, queries, keys]`, 1 where a query attends to a key (packed rows).
         dropout: a `keras.layers.Dropout` applied to the attention probabilities, or None.
         training: passed to `dropout`.
         normalize_last: divide by the softmax's sums after the product with the values
@@ -119,7 +124,9 @@ def fused_attention(query, key, value, padding_mask):
     if _xla_cpu_rejects(query.dtype):
         return explicit_attention(query, key, value, padding_mask)
     batch, queries, keys = ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1]
-    mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+    mask = ops.cast(padding_mask, "bool")
+    # `[batch, queries, keys]` masks come from packed rows (`kbz.packed_encoder`)
+    mask = mask[:, None] if len(padding_mask.shape) == 3 else mask[:, None, None, :]
     mask = ops.broadcast_to(mask, (batch, 1, queries, keys))
     return ops.dot_product_attention(
         query,

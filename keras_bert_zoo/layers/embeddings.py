@@ -39,9 +39,11 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=initializer(),
         )
 
-    def call(self, inputs):
-        sequence_length = ops.shape(inputs)[1]
+    def call(self, inputs, position_ids=None):
         table = ops.cast(self.embeddings, self.compute_dtype)
+        if position_ids is not None:  # packed rows: positions restart at each example
+            return ops.take(table, position_ids, axis=0)
+        sequence_length = ops.shape(inputs)[1]
         rows = ops.expand_dims(table[:sequence_length], 0)
         return ops.broadcast_to(rows, (ops.shape(inputs)[0], sequence_length, self.hidden_dim))
 

@@ -1,0 +1,85 @@
+"""Packed rows through a BERT encoder: several examples per row, attention kept to each.
+
+`build_packed_encoder(encoder)` wires the layers (and weights) of a `kbz.build_encoder`
+model into a second functional model that takes packed rows (`kbz.training.packing.pack`):
+keras-hub's `token_ids`, `segment_ids`, `padding_mask`, plus `sequence_ids` (1, 2, ... per
+example in the row, 0 for padding) and `position_ids` (restarting at 0 per example). Each
+token attends only to tokens of its own example (a block-diagonal `[batch, queries, keys]`
+mask, which the fused and explicit attention both take), so each example's outputs equal
+its unpacked ones within float32 rounding. The encoder itself, its saved models, presets
+and exports are unchanged; the packed model shares its weights, so training it trains them.
+
+`packed_first_tokens` and `packed_mean_pooling` map the packed `sequence_output` back to one
+vector per example (the classifier's `[CLS]`, the embedder's mean over real tokens).
+"""
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.encoder import find_encoder
+
+PACKED_INPUTS = ("token_ids", "segment_ids", "padding_mask", "sequence_ids", "position_ids")
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class PackedAttentionMask(keras.layers.Layer):
+    """`[batch, length]` sequence ids to a `[batch, length, length]` int mask: 1 where query
+    and key belong to the same example. Padding (id 0) attends to padding only, so no query
+    row is fully masked (a fully masked row makes fused kernels return NaN)."""
+
+    def call(self, sequence_ids):
+        same = ops.equal(ops.expand_dims(sequence_ids, 2), ops.expand_dims(sequence_ids, 1))
+        return ops.cast(same, "int32")
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[1], input_shape[1])
+
+
+def build_packed_encoder(encoder: keras.Model, name: str = "packed_encoder") -> keras.Model:
+    """A model over packed rows sharing `encoder`'s layers; outputs `sequence_output`.
+
+    >>> enc = kbz.build_encoder(100, 1, 2, 16, 32)
+    >>> packed = kbz.packed_encoder.build_packed_encoder(enc)
+    >>> ids = keras.ops.convert_to_tensor([[2, 5, 3, 2, 3, 0]])
+    >>> seq = keras.ops.convert_to_tensor([[1, 1, 1, 2, 2, 0]])
+    >>> pos = keras.ops.convert_to_tensor([[0, 1, 2, 0, 1, 0]])
+    >>> out = packed({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": seq > 0,
+    ...               "sequence_ids": seq, "position_ids": pos})
+    >>> tuple(out["sequence_output"].shape)
+    (1, 6, 16)
+    """
+    encoder = find_encoder(encoder)
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
+    layer = encoder.get_layer
+    token = layer("token_embedding")(inputs["token_ids"])
+    position = layer("position_embedding")(token, position_ids=inputs["position_ids"])
+    segment = layer("segment_embedding")(inputs["segment_ids"])
+    x = layer("embeddings_add")([token, position, segment])
+    x = layer("embeddings_dropout")(layer("embeddings_layer_norm")(x))
+    mask = PackedAttentionMask(name="packed_attention_mask")(inputs["sequence_ids"])
+    blocks = [b for b in encoder.layers if b.name.startswith("transformer_layer_")]
+    for block in sorted(blocks, key=lambda b: int(b.name.rsplit("_", 1)[1])):
+        x = block(x, padding_mask=mask)
+    return keras.Model(inputs=inputs, outputs={"sequence_output": x}, name=name)
+
+
+def packed_first_tokens(sequence_output, example_row, example_start):
+    """`[examples, hidden]`: each example's first token (`[CLS]`) from packed rows."""
+    length, hidden = ops.shape(sequence_output)[1], ops.shape(sequence_output)[2]
+    flat = ops.reshape(sequence_output, (-1, hidden))
+    return ops.take(flat, example_row * length + example_start, axis=0)
+
+
+def packed_mean_pooling(sequence_output, sequence_ids, example_row, example_sequence):
+    """`[examples, hidden]`: each example's mean over its real tokens (the embedder's
+    pooling), in the order `kbz.training.packing.pack` was given the examples."""
+    rows, length, hidden = (ops.shape(sequence_output)[i] for i in range(3))
+    # one segment per (row, sequence id); at most `length` examples (and padding) per row
+    segment = ops.reshape(ops.arange(rows, dtype="int32")[:, None] * (length + 1), (-1, 1))
+    segment = ops.reshape(segment + sequence_ids, (-1,))
+    total = rows * (length + 1)
+    flat = ops.reshape(sequence_output, (-1, hidden))
+    sums = ops.segment_sum(flat, segment, num_segments=total)
+    counts = ops.segment_sum(ops.ones_like(segment, flat.dtype), segment, num_segments=total)
+    wanted = example_row * (length + 1) + example_sequence
+    return ops.take(sums, wanted, axis=0) / ops.take(counts, wanted, axis=0)[:, None]

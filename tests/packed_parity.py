@@ -1,0 +1,100 @@
+"""Packed vs unpacked encoder parity, shared by the TensorFlow, JAX and PyTorch test files.
+
+Examples of mixed lengths run once unpacked (one padded row each, `kbz.build_encoder`) and
+once packed (`kbz.training.packing.pack` into 16-token rows, `build_packed_encoder`); each
+example's `[CLS]` pooled output, its mean over real tokens, and the gradients of a loss over
+both must agree within float32 rounding.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+import keras_bert_zoo as kbz
+from keras_bert_zoo.packed_encoder import (
+    build_packed_encoder,
+    packed_first_tokens,
+    packed_mean_pooling,
+)
+from keras_bert_zoo.training.packing import pack
+
+LENGTHS = (5, 9, 3, 7, 2, 11, 4, 6)
+ROW_LENGTH = 16
+
+
+def unpacked_examples(vocabulary_size: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    width = max(LENGTHS)
+    mask = (np.arange(width)[None] < np.array(LENGTHS)[:, None]).astype("int32")
+    ids = rng.integers(1, vocabulary_size, (len(LENGTHS), width)) * mask
+    segments = (rng.random((len(LENGTHS), width)) < 0.5).astype("int32") * mask
+    return {"token_ids": ids.astype("int32"), "segment_ids": segments, "padding_mask": mask}
+
+
+def _losses(encoder, packed_model, unpacked, packed, mask):
+    """Per-example pooled and mean vectors, unpacked then packed; and a scalar loss of each."""
+    out = encoder(unpacked)
+    pooled = out["pooled_output"]
+    real = ops.cast(mask, "float32")[:, :, None]
+    mean = ops.sum(out["sequence_output"] * real, axis=1) / ops.sum(real, axis=1)
+    sequence = packed_model({k: packed[k] for k in packed_model.input})["sequence_output"]
+    cls = packed_first_tokens(sequence, packed["example_row"], packed["example_start"])
+    packed_pooled = encoder.get_layer("pooled_dense")(cls)
+    packed_mean = packed_mean_pooling(
+        sequence, packed["sequence_ids"], packed["example_row"], packed["example_sequence"]
+    )
+    weights = ops.convert_to_tensor(np.linspace(-1, 1, pooled.shape[-1]), "float32")
+    loss = lambda a, b: ops.sum(ops.tanh(a) * weights) + ops.sum(ops.square(b) * weights)  # noqa: E731
+    return (
+        (pooled, mean, packed_pooled, packed_mean),
+        loss(pooled, mean),
+        loss(packed_pooled, packed_mean),
+    )
+
+
+def _gradients(loss_fn, variables):
+    """Gradients of `loss_fn()` with respect to `variables`, on the running backend."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn()
+        grads = tape.gradient(loss, [v.value for v in variables])
+        return [np.asarray(tf.convert_to_tensor(g)) for g in grads]  # embeddings: sparse
+    if backend == "jax":
+        import jax
+
+        def stateless(values):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+                return loss_fn()
+
+        return [np.asarray(g) for g in jax.grad(stateless)([v.value for v in variables])]
+    for v in variables:
+        v.value.grad = None
+    loss_fn().backward()
+    return [v.value.grad.detach().cpu().numpy() for v in variables]
+
+
+def check_packed_parity(attention: str, tiny: dict):
+    """Outputs and gradients of packed rows equal the unpacked ones (float32 rounding)."""
+    keras.utils.set_random_seed(0)
+    encoder = kbz.build_encoder(**tiny, dropout=0.0, attention=attention)
+    unpacked = unpacked_examples(tiny["vocabulary_size"])
+    packed = pack(unpacked, ROW_LENGTH)
+    assert len(packed["token_ids"]) < len(LENGTHS)  # several examples share a row
+    packed_model = build_packed_encoder(encoder)
+    outputs, _, _ = _losses(encoder, packed_model, unpacked, packed, unpacked["padding_mask"])
+    pooled, mean, packed_pooled, packed_mean = (ops.convert_to_numpy(x) for x in outputs)
+    np.testing.assert_allclose(packed_pooled, pooled, atol=2e-5)
+    np.testing.assert_allclose(packed_mean, mean, atol=2e-5)
+    variables = list(encoder.trainable_variables)
+
+    def loss(which):
+        return lambda: _losses(encoder, packed_model, unpacked, packed, unpacked["padding_mask"])[
+            which
+        ]
+
+    expected, got = _gradients(loss(1), variables), _gradients(loss(2), variables)
+    for variable, want, have in zip(variables, expected, got, strict=True):
+        np.testing.assert_allclose(have, want, atol=2e-5, rtol=1e-4, err_msg=variable.path)

@@ -1,0 +1,62 @@
+"""Sequence packing: the packer's invariants and packed-vs-unpacked encoder parity (TensorFlow;
+tests/test_backend_jax.py and tests/test_backend_torch.py run the parity on JAX and PyTorch)."""
+
+import numpy as np
+import pytest
+from conftest import TINY
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packed_parity import check_packed_parity
+
+from keras_bert_zoo.training.packing import pack, pack_rows, padding_fraction
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    row_length=st.integers(1, 64),
+    data=st.data(),
+)
+def test_every_example_placed_once_and_no_row_over_length(row_length, data):
+    lengths = data.draw(st.lists(st.integers(1, row_length), max_size=60))
+    rows = pack_rows(lengths, row_length)
+    placed = sorted(i for row in rows for i in row)
+    assert placed == list(range(len(lengths)))
+    assert all(sum(lengths[i] for i in row) <= row_length for row in rows)
+    # best fit decreasing: no two rows could be merged into one
+    loads = sorted(sum(lengths[i] for i in row) for row in rows)
+    assert len(loads) < 2 or loads[0] + loads[1] > row_length
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=30))
+def test_pack_keeps_each_example_tokens_segments_and_positions(lengths):
+    rng = np.random.default_rng(len(lengths))
+    mask = (np.arange(12)[None] < np.array(lengths)[:, None]).astype("int32")
+    ids = rng.integers(1, 50, mask.shape) * mask
+    segments = rng.integers(0, 2, mask.shape) * mask
+    out = pack({"token_ids": ids, "segment_ids": segments, "padding_mask": mask}, 20)
+    for i, n in enumerate(lengths):
+        row, start = out["example_row"][i], out["example_start"][i]
+        span = slice(start, start + n)
+        np.testing.assert_array_equal(out["token_ids"][row, span], ids[i, :n])
+        np.testing.assert_array_equal(out["segment_ids"][row, span], segments[i, :n])
+        np.testing.assert_array_equal(out["position_ids"][row, span], np.arange(n))
+        assert (out["sequence_ids"][row, span] == out["example_sequence"][i]).all()
+        assert (out["sequence_ids"][row] == out["example_sequence"][i]).sum() == n
+    np.testing.assert_array_equal(out["padding_mask"], out["sequence_ids"] > 0)
+    assert out["padding_mask"].sum() == sum(lengths)
+
+
+def test_padding_fraction_counts_rows_times_length_over_real_tokens():
+    assert padding_fraction([3, 5, 2, 4], 8) == 16 / 14
+    assert padding_fraction([3, 5, 2, 4], 8, packed=False) == 32 / 14
+
+
+def test_an_example_longer_than_the_row_is_an_error_naming_the_fix():
+    with pytest.raises(ValueError, match="row_length=4.*example 1 of length 5.*truncate"):
+        pack_rows([3, 5], 4)
+
+
+@pytest.mark.parametrize("attention", ["explicit", "fused"])
+def test_packed_outputs_and_gradients_equal_unpacked(attention):
+    check_packed_parity(attention, TINY)
