@@ -30,7 +30,7 @@ RANKS = [
         "model",
         "encoder",
         "pretraining",
-        "tasks",
+        "task_graphs",
         "group_scoring",
         "metrics",
         "ranking_metrics",
@@ -44,7 +44,7 @@ RANKS = [
     {"export"},
     {"training", "inference"},
     {"runtimes"},
-    {"finetuning"},
+    {"finetuning", "tasks"},
     {"jobs"},
     {"cli", "beam"},
 ]
