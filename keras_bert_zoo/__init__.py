@@ -51,13 +51,13 @@ _EXPORTS = {
     "BertTagger": "keras_bert_zoo.finetuning.tagger",
     "BertPreprocessor": "keras_bert_zoo.tokenization",
     "BertTokenizer": "keras_bert_zoo.tokenization",
-    "build_classifier": "keras_bert_zoo.tasks",
-    "build_embedder": "keras_bert_zoo.tasks",
+    "build_classifier": "keras_bert_zoo.task_graphs",
+    "build_embedder": "keras_bert_zoo.task_graphs",
     "build_encoder": "keras_bert_zoo.encoder",
     "build_pretrainer": "keras_bert_zoo.pretraining",
-    "build_question_answerer": "keras_bert_zoo.tasks",
-    "build_reranker": "keras_bert_zoo.tasks",
-    "build_tagger": "keras_bert_zoo.tasks",
+    "build_question_answerer": "keras_bert_zoo.task_graphs",
+    "build_reranker": "keras_bert_zoo.task_graphs",
+    "build_tagger": "keras_bert_zoo.task_graphs",
     "enable_lora": "keras_bert_zoo.lora",
     "export_onnx": "keras_bert_zoo.export",
     "export_saved_model": "keras_bert_zoo.export",
@@ -74,4 +74,4 @@ __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBPACKAGES)
 
 if "keras" in sys.modules:  # Keras is loaded already: register our layers with it now
-    importlib.import_module(f"{__name__}.tasks")
+    importlib.import_module(f"{__name__}.task_graphs")

@@ -31,7 +31,7 @@ RANKS = [
         "encoder",
         "packed_encoder",
         "pretraining",
-        "tasks",
+        "task_graphs",
         "group_scoring",
         "metrics",
         "ranking_metrics",
@@ -45,7 +45,7 @@ RANKS = [
     {"export"},
     {"training", "inference"},
     {"runtimes"},
-    {"finetuning"},
+    {"finetuning", "tasks"},
     {"jobs"},
     {"cli", "beam"},
 ]

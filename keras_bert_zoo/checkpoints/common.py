@@ -19,7 +19,7 @@ from keras_bert_zoo.layers.common import weights_follow
 from keras_bert_zoo.saving.models import save_preset
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
 from keras_bert_zoo.saving.weights import assign_weights, draw_again
-from keras_bert_zoo.tasks import build_task
+from keras_bert_zoo.task_graphs import build_task
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from keras_bert_zoo.finetuning.prediction_files import warn_if_all_outside, writ
 from keras_bert_zoo.finetuning.raw_data import tagging_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import warn_truncated
+from keras_bert_zoo.task_graphs import tagger_loss
 from keras_bert_zoo.task_specs import TAGGER
-from keras_bert_zoo.tasks import tagger_loss
 
 
 @dataclasses.dataclass

@@ -31,7 +31,7 @@ from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.presets import factory
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
-from keras_bert_zoo.tasks import build_task
+from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching, bucketed_prediction
 

@@ -13,7 +13,7 @@ from keras_bert_zoo.encoder import architecture_of, find_encoder
 from keras_bert_zoo.layers.common import weights_follow
 from keras_bert_zoo.saving.atomic import staged_file
 from keras_bert_zoo.saving.preset import check_new_directory, write_preset_directory
-from keras_bert_zoo.tasks import TASKS  # noqa: F401  (registers every model-API layer)
+from keras_bert_zoo.task_graphs import TASKS  # noqa: F401  (registers every model-API layer)
 
 
 def save_preset(

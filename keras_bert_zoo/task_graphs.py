@@ -1,4 +1,5 @@
-"""Fine-tuning task models built on the encoder, and the one task vocabulary of the package.
+"""Fine-tuning task graphs built on the encoder, and the one task vocabulary of the package
+(public as `kbz.tasks`, which re-exports this module).
 
 Every builder extends the encoder's graph (inputs `token_ids`, `segment_ids`,
 `padding_mask`) with a small head whose outputs are float32 logits, usable with plain
