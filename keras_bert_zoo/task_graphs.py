@@ -212,9 +212,11 @@ class TokenCrossentropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         labels = keras.ops.cast(y_true, "int32")
         labelled = keras.ops.not_equal(labels, IGNORE_LABEL)
-        losses = keras.losses.sparse_categorical_crossentropy(
-            keras.ops.where(labelled, labels, 0), y_pred, from_logits=True
-        )
+        # log-softmax and a gather, not TensorFlow's fused op: that op adds a shape assertion
+        # which XLA drops with a log line per compile; the values are the same
+        picked = keras.ops.expand_dims(keras.ops.where(labelled, labels, 0), -1)
+        log_probabilities = keras.ops.log_softmax(y_pred, axis=-1)
+        losses = -keras.ops.take_along_axis(log_probabilities, picked, axis=-1)[..., 0]
         losses = keras.ops.where(labelled, losses, 0.0)
         return keras.ops.sum(losses, axis=-1) / self.labelled_per_sequence
 
