@@ -96,21 +96,16 @@ def predict(
     it, the rows go to an enclosing `progress.rows_counted_by`, else, where standard output is
     not a terminal, to plain lines named `label` (`progress.rows_counter`).
     """
+    progress = progress or rows_counter(label, len(real_lengths(x)), enabled=is_chief())
     if not isinstance(model, keras.Model):  # a `runtimes` runner
         return _predict(
-            model, x, batch_size, buckets, sequence_outputs, model.run_batches, False,
-            progress or _rows_counter(label, x),
-        )  # fmt: skip
+            model, x, batch_size, buckets, sequence_outputs, model.run_batches, False, progress
+        )
     run = _graph_forward(model) if predicts_as_graph(model) else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
     whole = not predicts_any_shape(model)
-    progress = progress or _rows_counter(label, x)
     return _predict(model, x, batch_size, buckets, sequence_outputs, run, whole, progress)
-
-
-def _rows_counter(label: str, x: dict):
-    return rows_counter(label, len(real_lengths(x)), enabled=is_chief())
 
 
 def predicts_as_graph(model) -> bool:
