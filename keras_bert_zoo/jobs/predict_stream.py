@@ -1,14 +1,17 @@
-"""`kbz predict classify` and `kbz predict tag` on files without labels, streamed: the TSV
-(CoNLL) read `window` rows (sentences) at a time, each window predicted (sorted by length
-inside) and appended to the prediction file in input order, resumable after a kill
-(`inference.outputs`). The files are the ones `run_predict` writes whole.
+"""`kbz predict classify` and `kbz predict tag` on files without labels, and `kbz predict
+rerank` on any pairs file, streamed: the TSV (CoNLL) read `window` rows (sentences, pairs) at
+a time, each window predicted (sorted by length inside) and appended to the prediction file
+in input order, resumable after a kill (`inference.outputs`). The files are the ones
+`run_predict` writes whole. The reranker's ranked lists and metrics gather a query's pairs
+from anywhere in the file: they are written from a table on disk once every pair is scored
+(`finetuning.ranked_stream`).
 
-A labelled file (an evaluation) is read whole by `run_predict`: its metrics need every
-prediction at once. Reranking and SQuAD read whole files too: the ranked lists gather a
-query's passages from anywhere in the file, and SQuAD's JSON is one document whose
+A labelled classify or tag file (an evaluation) is read whole by `run_predict`: its metrics
+need every prediction at once. SQuAD is read whole too: its JSON is one document, and its
 answers file is one JSON object.
 """
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,7 @@ import numpy as np
 from keras_bert_zoo.data.conll_reader import TaggingData, conll_sentences
 from keras_bert_zoo.data.line_stream import LineSource, count_lines
 from keras_bert_zoo.data.readers import TextExample, column_index, file_error, tsv_fields
+from keras_bert_zoo.data.rerank_reader import ranking_header, ranking_pair
 from keras_bert_zoo.finetuning.classifier import ClassificationTask
 from keras_bert_zoo.finetuning.prediction_files import (
     classification_header,
@@ -23,30 +27,39 @@ from keras_bert_zoo.finetuning.prediction_files import (
     warn_if_all_outside,
     warn_if_collapsed_counts,
 )
+from keras_bert_zoo.finetuning.ranked_stream import ScoredRows, pairs_path
+from keras_bert_zoo.finetuning.reranking import ranked_path
 from keras_bert_zoo.finetuning.tagger import TaggingTask
-from keras_bert_zoo.finetuning.truncation import warn_truncated
-from keras_bert_zoo.inference.outputs import StreamOutput, TextRows
+from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
+from keras_bert_zoo.inference.outputs import StreamOutput, TextRows, partial_path
 from keras_bert_zoo.inference.streaming import Progress, stream
 from keras_bert_zoo.jobs.predictors import Predictor
 from keras_bert_zoo.jobs.streaming import model_identity
+from keras_bert_zoo.saving.atomic import fsync_path
+from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
 
 
 def streams(task: str, job, input) -> bool:
-    """Whether `kbz predict` streams `input`: a classifier's TSV without its label column, or
-    a words-only CoNLL file."""
+    """Whether `kbz predict` streams `input`: a classifier's TSV without its label column, a
+    words-only CoNLL file, or a reranker's pairs (labelled or not)."""
+    if task == "reranker":
+        return True
     if task == "classifier":
         return job.label_column not in first_line(input).split("\t")
     return task == "tagger" and words_only(input)
 
 
 def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
-    """The prediction file of a file `streams` accepts, written a window at a time."""
+    """`(prediction files, metrics)` of a file `streams` accepts, written a window at a time."""
+    if predictor.task == "reranker":
+        return stream_scores(model, predictor, job, input, output, window, restart)
     if predictor.task == "classifier":
-        return stream_classifications(
+        files = stream_classifications(
             model, predictor, input, output, job.text_columns, window, restart
         )
-    return stream_tags(model, predictor, input, output, window, restart)
+        return files, {}
+    return stream_tags(model, predictor, input, output, window, restart), {}
 
 
 def first_line(path) -> str:
@@ -154,3 +167,44 @@ def stream_tags(model, predictor: Predictor, input, output, window: int, restart
     if not tagged[1] and tagged[0]:  # the rows of this attempt
         warn_if_all_outside([["O"]] * tagged[0], None, input)
     return [Path(output)]
+
+
+def stream_scores(model, predictor: Predictor, job, input, output, window: int, restart: bool):
+    """The reranker's scores file and ranked lists of a pairs TSV, a window of pairs at a
+    time, and with labels its metrics (`finetuning.ranked_stream`)."""
+    header, columns, labelled = ranking_header(input, first_line(input), labels_optional=True)
+    network, length = predictor.network, predictor.preprocessor.sequence_length
+    buckets = bucketed_prediction.prediction_buckets(network, length)
+    truncated = {}
+
+    def score(pairs):
+        x = packed_arrays(
+            predictor.preprocessor, [p.query for p in pairs], [p.passage for p in pairs]
+        )
+        truncated.update(job.token_counts([pairs[i] for i in full_rows(x["padding_mask"])]))
+        logits = bucketed_prediction.predict(network, x, predictor.batch_size, buckets, False)
+        return pairs, job.predict(None, logits, None)
+
+    def records(source):
+        lines = iter(source)
+        next(lines)  # the header
+        for number, line in lines:
+            if (pair := ranking_pair(input, number, line, len(header), columns)) is not None:
+                yield pair, source.mark()
+
+    writer = ScoredRows(header, pairs_path(output))
+    identity = _identity("reranker", model, predictor, window)
+    with StreamOutput(output, identity, writer, restart) as out:
+        progress = Progress(count_lines(input) - 1, out.rows, "rerank")
+        rows = stream(records(LineSource(input)), score, out, window, progress)
+        if not rows:
+            raise file_error(input, None, "has a header but no pairs", "Check the file.")
+        # Under a hidden name until the scores file is complete: a run killed in between
+        # finds no side file of its own in the way (`check_prediction_paths`).
+        ranked = partial_path(ranked_path(output))
+        metrics = writer.write_ranked(ranked, labelled, job.top_k, input)
+    os.replace(ranked, ranked_path(output))
+    fsync_path(ranked.parent)
+    pairs_path(output).unlink()  # the file is complete: a rerun starts afresh
+    warn_truncated(input, "pairs", truncated, rows, length)
+    return [Path(output), ranked_path(output)], metrics
