@@ -159,12 +159,8 @@ def get_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     return entities
 
 
-def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> dict:
-    """Entity-level (exact chunk match) precision, recall and F1, overall (micro) and per type.
-
-    >>> kbz.metrics.entity_scores([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])["f1"]
-    0.0
-    """
+def _entity_sets(y_true, y_pred) -> tuple[set, set]:
+    """The gold and predicted entities, each `(sentence, type, start, end)`."""
     if len(y_true) != len(y_pred):
         raise ValueError(
             f"Expected as many predicted sentences ({len(y_pred)}) as gold "
@@ -179,6 +175,32 @@ def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str
             )
         gold.update((index, *entity) for entity in get_entities(true_tags))
         predicted.update((index, *entity) for entity in get_entities(pred_tags))
+    return gold, predicted
+
+
+def entity_counts(y_true, y_pred) -> list[int]:
+    """`[correct, predicted, gold]` entity counts of `entity_scores`' overall scores; the
+    counts of parts of a corpus add up to the corpus's (`entity_f1` of the sums).
+
+    >>> kbz.metrics.entity_counts([["B-PER", "O"]], [["B-PER", "B-LOC"]])
+    [1, 2, 1]
+    """
+    gold, predicted = _entity_sets(y_true, y_pred)
+    return [len(gold & predicted), len(predicted), len(gold)]
+
+
+def entity_f1(counts) -> dict:
+    """`precision`, `recall` and `f1` of `entity_counts`' `[correct, predicted, gold]`."""
+    return dict(zip(("precision", "recall", "f1"), _f1(*counts), strict=True))
+
+
+def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> dict:
+    """Entity-level (exact chunk match) precision, recall and F1, overall (micro) and per type.
+
+    >>> kbz.metrics.entity_scores([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])["f1"]
+    0.0
+    """
+    gold, predicted = _entity_sets(y_true, y_pred)
     per_type = {}
     for type_ in sorted({e[1] for e in gold | predicted}):
         g = {e for e in gold if e[1] == type_}

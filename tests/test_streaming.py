@@ -327,3 +327,54 @@ def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypat
     assert [line.split("\t")[1] for line in output.read_text().split("\n") if line] == [
         line.split("\t")[1] for line in whole.split("\n") if line
     ]
+
+
+def test_a_labelled_conll_file_streams_and_its_entity_scores_count_every_window(
+    tiny, tmp_path, monkeypatch, capsys
+):
+    """Tags given: the predictions still stream, and the entity scores added up window by
+    window (across a stop and a resume too) are those of the whole file's gold tags against
+    the tags written; a tag the model does not know is named with its line."""
+    import keras_bert_zoo as kbz
+    from keras_bert_zoo import metrics
+    from keras_bert_zoo.data.conll_reader import read_conll
+    from keras_bert_zoo.jobs import predict_stream
+    from keras_bert_zoo.jobs.predict import run_predict
+
+    names = ["O", "B-x", "I-x"]
+    model = kbz.from_preset(str(tiny), task="tagger", num_tags=3, label_names=names)
+    preset = str(kbz.save_preset(model, tmp_path / "tagger"))
+    rng = np.random.default_rng(5)
+    sentences = [t.split() for t in _texts(200, 5)]
+    blocks = ["".join(f"{w}\t{rng.choice(names)}\n" for w in s) for s in sentences]
+    (tmp_path / "gold.conll").write_text("\n".join(blocks))
+    gold = tmp_path / "gold.conll"
+    straight = run_predict("tagger", preset, gold, tmp_path / "s.conll", window=30)
+    written = read_conll(tmp_path / "s.conll", tag_names=names)
+    expected = metrics.entity_scores([s.tags for s in read_conll(gold).sentences],
+                                     [s.tags for s in written.sentences])  # fmt: skip
+    assert straight["metrics"] == {k: expected[k] for k in ("precision", "recall", "f1")}
+    assert 0 < expected["f1"] < 1 and [s.words for s in written.sentences] == sentences
+    output, calls, predict = tmp_path / "p.conll", [], predict_stream.bucketed_prediction.predict
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 4:
+            raise _Stop("crash")
+        return predict(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+        with pytest.raises(_Stop):
+            run_predict("tagger", preset, gold, output, window=30)
+    assert json.loads(progress_path(output).read_text())["rows"] == 90
+    resumed = run_predict("tagger", preset, gold, output, window=30)
+    assert resumed == {"files": [str(output)], "metrics": straight["metrics"]}
+    assert output.read_bytes() == (tmp_path / "s.conll").read_bytes()
+    text = gold.read_text()
+    line = next(n for n, b in enumerate(text.split("\n"), 1) if b.endswith("\tB-x"))
+    unknown = text.replace("\tB-x\n", "\tB-y\n", 1)
+    (tmp_path / "unknown.conll").write_text(unknown)
+    command = ["predict", "tag", "--model", preset, "--input", str(tmp_path / "unknown.conll")]
+    assert main([*command, "--output", str(tmp_path / "u.conll")]) == 2
+    assert re.search(rf"unknown.conll, line {line}: .*B-y", capsys.readouterr().err)

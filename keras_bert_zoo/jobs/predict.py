@@ -64,8 +64,8 @@ def run_predict(
             predictions for real tokens, faster); False pads every batch to the full length.
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
-        window, restart: a classifier's or tagger's file without labels, and a reranker's
-            file, are streamed `window` rows at a time and continued after a kill
+        window, restart: a classifier's file without labels, a tagger's and a reranker's
+            files are streamed `window` rows at a time and continued after a kill
             (`jobs.predict_stream`); `restart` starts an unfinished output afresh.
         runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`); the exported
             ones are written once into the cache and reused. Streaming runs on Keras; another

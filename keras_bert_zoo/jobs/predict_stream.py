@@ -1,14 +1,16 @@
-"""`kbz predict classify` and `kbz predict tag` on files without labels, and `kbz predict
-rerank` on any pairs file, streamed: the TSV (CoNLL) read `window` rows (sentences, pairs) at
-a time, each window predicted (sorted by length inside) and appended to the prediction file
-in input order, resumable after a kill (`inference.outputs`). The files are the ones
-`run_predict` writes whole. The reranker's ranked lists and metrics gather a query's pairs
-from anywhere in the file: they are written from a table on disk once every pair is scored
-(`finetuning.ranked_stream`).
+"""`kbz predict` streamed: a classifier's TSV without labels, a CoNLL file with or without
+tags, a reranker's pairs with or without labels, read `window` rows (examples, sentences,
+pairs) at a time, each window predicted (sorted by length inside) and appended to the
+prediction file in input order, resumable after a kill (`inference.outputs`). The files are
+the ones `run_predict` writes whole, and so are the metrics of a labelled file: a tagger's
+entity counts add up window by window (kept with each commit, `outputs.Tallied`); the
+reranker's ranked lists and metrics gather a query's pairs from anywhere in the file, so
+they come from a table on disk once every pair is scored (`finetuning.ranked_stream`).
 
-A labelled classify or tag file (an evaluation) is read whole by `run_predict`: its metrics
-need every prediction at once. SQuAD is read whole too: its JSON is one document, and its
-answers file is one JSON object.
+A labelled classify file is still read whole by `run_predict` (its reader's label checks are
+not yet shared line by line; accuracy and F1 would add up from a confusion matrix, while a
+regression's Spearman ranks every score at once). SQuAD is read whole too: its JSON is one
+document, and its answers file is one JSON object.
 """
 
 import os
@@ -18,7 +20,13 @@ import numpy as np
 
 from keras_bert_zoo.data.conll_reader import TaggingData, conll_sentences
 from keras_bert_zoo.data.line_stream import LineSource, count_lines
-from keras_bert_zoo.data.readers import TextExample, column_index, file_error, tsv_fields
+from keras_bert_zoo.data.readers import (
+    TextExample,
+    column_index,
+    encode_labels,
+    file_error,
+    tsv_fields,
+)
 from keras_bert_zoo.data.rerank_reader import ranking_header, ranking_pair
 from keras_bert_zoo.finetuning.classifier import ClassificationTask
 from keras_bert_zoo.finetuning.prediction_files import (
@@ -31,10 +39,11 @@ from keras_bert_zoo.finetuning.ranked_stream import ScoredRows, pairs_path
 from keras_bert_zoo.finetuning.reranking import ranked_path
 from keras_bert_zoo.finetuning.tagger import TaggingTask
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
-from keras_bert_zoo.inference.outputs import StreamOutput, TextRows, partial_path
+from keras_bert_zoo.inference.outputs import StreamOutput, Tallied, TextRows, partial_path
 from keras_bert_zoo.inference.streaming import Progress, stream
 from keras_bert_zoo.jobs.predictors import Predictor
 from keras_bert_zoo.jobs.streaming import model_identity
+from keras_bert_zoo.metrics import entity_counts, entity_f1
 from keras_bert_zoo.saving.atomic import fsync_path
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
@@ -42,12 +51,10 @@ from keras_bert_zoo.training import bucketed_prediction
 
 def streams(task: str, job, input) -> bool:
     """Whether `kbz predict` streams `input`: a classifier's TSV without its label column, a
-    words-only CoNLL file, or a reranker's pairs (labelled or not)."""
-    if task == "reranker":
+    CoNLL file or a reranker's pairs (labelled or not)."""
+    if task in ("reranker", "tagger"):
         return True
-    if task == "classifier":
-        return job.label_column not in first_line(input).split("\t")
-    return task == "tagger" and words_only(input)
+    return task == "classifier" and job.label_column not in first_line(input).split("\t")
 
 
 def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
@@ -59,7 +66,7 @@ def stream_predictions(model, predictor: Predictor, job, input, output, window, 
             model, predictor, input, output, job.text_columns, window, restart
         )
         return files, {}
-    return stream_tags(model, predictor, input, output, window, restart), {}
+    return stream_tags(model, predictor, input, output, window, restart)
 
 
 def first_line(path) -> str:
@@ -136,9 +143,11 @@ def _identity(task, model, predictor, window, **options) -> dict:
 
 
 def stream_tags(model, predictor: Predictor, input, output, window: int, restart: bool):
-    """Writes the CoNLL predictions of a words-only file at `output`, a window of sentences
-    at a time (`write_conll`'s layout: `word<TAB>tag` lines, a blank line between)."""
-    names = predictor.label_names
+    """Writes the CoNLL predictions of a CoNLL file at `output`, a window of sentences at a
+    time (`write_conll`'s layout: `word<TAB>tag` lines, a blank line between); returns them
+    and, for a file with tags, the entity scores (`TaggingTask.metrics`), from entity counts
+    added up window by window (`metrics.entity_counts`)."""
+    names, labelled = predictor.label_names, not words_only(input)
     job, truncated, tagged = TaggingTask(predictor.preprocessor), {}, [0, False]
     network, length = predictor.network, predictor.preprocessor.sequence_length
     buckets = bucketed_prediction.prediction_buckets(network, length)
@@ -151,22 +160,29 @@ def stream_tags(model, predictor: Predictor, input, output, window: int, restart
         tags = job.predict(dataset, outputs, word_index)
         tagged[0] += len(tags)
         tagged[1] = tagged[1] or any(t != "O" for row in tags for t in row)
-        return [(s.words, row) for s, row in zip(sentences, tags, strict=True)]
+        rows = [(s.words, row) for s, row in zip(sentences, tags, strict=True)]
+        return (rows, entity_counts([s.tags for s in sentences], tags)) if labelled else rows
 
     def conll(start, rows):
         blocks = ("".join(f"{w}\t{t}\n" for w, t in zip(*row, strict=True)) for row in rows)
         return ("\n" if start else "") + "\n".join(blocks)
 
-    source = LineSource(input)
-    records = ((s, source.mark()) for s in conll_sentences(input, source, labels_optional=True))
-    with StreamOutput(
-        output, _identity("tagger", model, predictor, window), TextRows(conll), restart
-    ) as out:
-        rows = stream(records, tag, out, window, Progress(None, out.rows, "tag"))
+    def records(source):
+        for sentence in conll_sentences(input, source, labels_optional=True):
+            if labelled:  # a tag the model does not know is named with its line
+                lines = [(sentence.line + i, t) for i, t in enumerate(sentence.tags)]
+                encode_labels(input, lines, names, "tag")
+            yield sentence, source.mark()
+
+    writer = Tallied(TextRows(conll), 3) if labelled else TextRows(conll)
+    identity = _identity("tagger", model, predictor, window)
+    with StreamOutput(output, identity, writer, restart) as out:
+        rows = stream(records(LineSource(input)), tag, out, window, Progress(None, out.rows, "tag"))
     warn_truncated(input, "sentences", truncated, rows, length)
-    if not tagged[1] and tagged[0]:  # the rows of this attempt
-        warn_if_all_outside([["O"]] * tagged[0], None, input)
-    return [Path(output)]
+    if not tagged[1] and tagged[0]:  # every word of this attempt's sentences tagged O
+        gold = [["B-entity"]] if labelled and writer.totals[2] else None  # the file has some
+        warn_if_all_outside([["O"]] * tagged[0], gold, input)
+    return [Path(output)], (entity_f1(writer.totals) if labelled else {})
 
 
 def stream_scores(model, predictor: Predictor, job, input, output, window: int, restart: bool):
