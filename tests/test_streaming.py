@@ -140,6 +140,23 @@ def _stop_after(monkeypatch, windows):
     monkeypatch.setattr(embed_job, "embed_window", failing)
 
 
+def fail_prediction(patch, call: int) -> list:
+    """Makes the streamed predictions (`jobs.predict_stream`) fail at prediction pass `call`
+    (a crash after `call - 1` windows are committed); returns the list of passes run."""
+    from keras_bert_zoo.jobs import predict_stream
+
+    calls, predict = [], predict_stream.bucketed_prediction.predict
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == call:
+            raise _Stop("crash")
+        return predict(*args)
+
+    patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+    return calls
+
+
 def test_a_changed_model_is_refused_and_the_same_one_continues(
     tiny, corpus, tmp_path, monkeypatch, capsys
 ):
@@ -293,7 +310,6 @@ def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypat
     windows of 50 sentences, stopped after two windows and continued: the same file as one
     uninterrupted run, and the same tags as the whole file in one window."""
     import keras_bert_zoo as kbz
-    from keras_bert_zoo.jobs import predict_stream
 
     names = ["O", "B-x", "I-x"]
     model = kbz.from_preset(str(tiny), task="tagger", num_tags=3, label_names=names)
@@ -306,16 +322,8 @@ def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypat
     assert main([*command, "--output", str(tmp_path / "whole.conll"), "--window", "1000"]) == 0
     assert main([*command, "--output", str(tmp_path / "straight.conll"), "--window", "50"]) == 0
     output = tmp_path / "p.conll"
-    calls, predict = [], predict_stream.bucketed_prediction.predict
-
-    def failing(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise _Stop("crash")
-        return predict(*args)
-
     with monkeypatch.context() as patch:
-        patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+        fail_prediction(patch, 3)
         with pytest.raises(_Stop):
             main([*command, "--output", str(output), "--window", "50"])
     assert json.loads(progress_path(output).read_text())["rows"] == 100
@@ -338,7 +346,6 @@ def test_a_labelled_conll_file_streams_and_its_entity_scores_count_every_window(
     import keras_bert_zoo as kbz
     from keras_bert_zoo import metrics
     from keras_bert_zoo.data.conll_reader import read_conll
-    from keras_bert_zoo.jobs import predict_stream
     from keras_bert_zoo.jobs.predict import run_predict
 
     names = ["O", "B-x", "I-x"]
@@ -355,16 +362,9 @@ def test_a_labelled_conll_file_streams_and_its_entity_scores_count_every_window(
                                      [s.tags for s in written.sentences])  # fmt: skip
     assert straight["metrics"] == {k: expected[k] for k in ("precision", "recall", "f1")}
     assert 0 < expected["f1"] < 1 and [s.words for s in written.sentences] == sentences
-    output, calls, predict = tmp_path / "p.conll", [], predict_stream.bucketed_prediction.predict
-
-    def failing(*args):
-        calls.append(1)
-        if len(calls) == 4:
-            raise _Stop("crash")
-        return predict(*args)
-
+    output = tmp_path / "p.conll"
     with monkeypatch.context() as patch:
-        patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+        fail_prediction(patch, 4)
         with pytest.raises(_Stop):
             run_predict("tagger", preset, gold, output, window=30)
     assert json.loads(progress_path(output).read_text())["rows"] == 90

@@ -13,7 +13,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from conftest import save_tiny_preset
-from test_streaming import _texts, kill_and_resume
+from test_streaming import _Stop, _texts, fail_prediction, kill_and_resume
 
 from keras_bert_zoo import ranking_metrics
 from keras_bert_zoo.cli import main
@@ -85,30 +85,19 @@ def test_one_window_equals_the_whole_file_path_and_metrics(reranker, tmp_path):
     np.testing.assert_allclose(got, scores, atol=2e-6)
 
 
-class _Stop(Exception):
-    pass
-
-
 def test_a_stopped_rerank_continues_to_the_bytes_of_an_uninterrupted_run(
     reranker, tmp_path, monkeypatch
 ):
     tsv = _pairs_tsv(tmp_path / "pairs.tsv", 900, seed=1)
     assert _rerank(reranker, tsv, tmp_path / "straight.tsv", 200) == 0
-    output, calls, predict = tmp_path / "p.tsv", [], predict_stream.bucketed_prediction.predict
-
-    def failing(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise _Stop("crash")
-        return predict(*args)
-
+    output = tmp_path / "p.tsv"
     with monkeypatch.context() as patch:
-        patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+        fail_prediction(patch, 3)
         with pytest.raises(_Stop):
             _rerank(reranker, tsv, output, 200)
     assert json.loads(progress_path(output).read_text())["rows"] == 400
     assert not output.exists() and not ranked_path(output).exists()
-    calls.clear()
+    calls, predict = [], predict_stream.bucketed_prediction.predict
     monkeypatch.setattr(
         predict_stream.bucketed_prediction, "predict", lambda *a: calls.append(1) or predict(*a)
     )

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from keras_bert_zoo.data.readers import PathLike, file_error, read_lines
+from keras_bert_zoo.data.readers import PathLike, file_error, read_lines, tsv_fields
 
 COLUMNS = ("query", "passage", "label")
 _EXPECTED = "\t".join(COLUMNS)
@@ -75,36 +75,27 @@ def ranking_header(path, line: str, labels_optional: bool = False):
     return header, columns, labelled
 
 
-def ranking_pair(path, number: int, line: str, width: int, columns) -> RankingPair | None:
-    """Line `number` of the file as a pair (None for a blank line), checked: `width` fields,
-    a query and a passage, a label 0 or 1 when `columns` has the label's index."""
-    if not line.strip():
-        return None
-    fields = line.split("\t")
-    if len(fields) != width:
-        raise file_error(
-            path,
-            number,
-            f"has {len(fields)} TAB-separated columns, expected {width}",
-            "Remove stray TABs inside the text, or fix the row.",
-        )
-    query, passage = (fields[c].strip() for c in columns[:2])
-    if not query or not passage:
-        raise file_error(
-            path, number, "has an empty query or passage", "Fill it in or drop the line."
-        )
-    label = None
-    if len(columns) > 2:
-        value = fields[columns[2]].strip()
-        if value not in ("0", "1"):
+def ranking_pairs(path, numbered_lines, width: int, columns):
+    """The `RankingPair`s of `(number, line)` pairs (blank lines skipped), each checked:
+    `width` fields, a query and a passage, a label 0 or 1 when `columns` has its index."""
+    for number, fields in tsv_fields(path, numbered_lines, width):
+        query, passage = (fields[c].strip() for c in columns[:2])
+        if not query or not passage:
             raise file_error(
-                path,
-                number,
-                f"label {value!r} is not 0 or 1",
-                "Label each pair 1 (relevant) or 0 (not relevant).",
+                path, number, "has an empty query or passage", "Fill it in or drop the line."
             )
-        label = int(value)
-    return RankingPair(query, passage, label, number, line)
+        label = None
+        if len(columns) > 2:
+            value = fields[columns[2]].strip()
+            if value not in ("0", "1"):
+                raise file_error(
+                    path,
+                    number,
+                    f"label {value!r} is not 0 or 1",
+                    "Label each pair 1 (relevant) or 0 (not relevant).",
+                )
+            label = int(value)
+        yield RankingPair(query, passage, label, number, "\t".join(fields))
 
 
 def read_ranking_tsv(
@@ -122,11 +113,7 @@ def read_ranking_tsv(
     """
     lines = read_lines(path, f"a TSV file with the header {_EXPECTED!r}")
     header, columns, labelled = ranking_header(path, lines[0], labels_optional)
-    pairs = [
-        pair
-        for number, line in enumerate(lines[1:], start=2)
-        if (pair := ranking_pair(path, number, line, len(header), columns)) is not None
-    ]
+    pairs = list(ranking_pairs(path, enumerate(lines[1:], start=2), len(header), columns))
     if not pairs:
         raise file_error(path, None, "has a header but no pairs", "Check the file.")
     if require_relevant:

@@ -27,7 +27,7 @@ from keras_bert_zoo.data.readers import (
     file_error,
     tsv_fields,
 )
-from keras_bert_zoo.data.rerank_reader import ranking_header, ranking_pair
+from keras_bert_zoo.data.rerank_reader import ranking_header, ranking_pairs
 from keras_bert_zoo.finetuning.classifier import ClassificationTask
 from keras_bert_zoo.finetuning.prediction_files import (
     classification_header,
@@ -204,9 +204,8 @@ def stream_scores(model, predictor: Predictor, job, input, output, window: int, 
     def records(source):
         lines = iter(source)
         next(lines)  # the header
-        for number, line in lines:
-            if (pair := ranking_pair(input, number, line, len(header), columns)) is not None:
-                yield pair, source.mark()
+        for pair in ranking_pairs(input, lines, len(header), columns):
+            yield pair, source.mark()
 
     writer = ScoredRows(header, pairs_path(output))
     identity = _identity("reranker", model, predictor, window)
