@@ -169,6 +169,11 @@ def test_a_malformed_pair_is_named_after_the_pairs_before_it_are_kept(reranker, 
     broken.write_text("\n".join(lines[: number - 1] + ["\t".join(fields[:2])] + lines[number:]))
     before = sum(1 for line in lines[1 : number - 1] if line)
     output = tmp_path / "p.tsv"
+    early = tmp_path / "early.tsv"  # the first pair broken: nothing done, nothing to continue
+    early.write_text("\n".join(lines[:1] + ["\t".join(fields[:2])] + lines[1:]))
+    assert _rerank(reranker, early, output, 1000) == 2
+    assert "early.tsv, line 2: has 2 TAB-separated columns" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.tsv", "early.tsv", "pairs.tsv"]
     assert _rerank(reranker, broken, output, 1000) == 2
     error = capsys.readouterr().err
     assert re.search(rf"broken.tsv, line {number}: has 2 TAB-separated columns, expected 3", error)

@@ -52,7 +52,7 @@ class ScoredRows:
 
     def __init__(self, header: tuple, store: Path):
         self.text = TextRows(_scored_lines, "\t".join([*header, "score"]) + "\n")
-        self.store, self.db, self.rows = Path(store), None, 0
+        self.store, self.db, self.rows, self.committed = Path(store), None, 0, 0
 
     def open(self, path: Path, state: dict | None) -> None:
         if state is None:
@@ -63,7 +63,7 @@ class ScoredRows:
             "CREATE TABLE IF NOT EXISTS pairs "
             "(number INTEGER PRIMARY KEY, query TEXT, passage TEXT, label INTEGER, score REAL)"
         )
-        self.rows = state["rows"] if state else 0
+        self.rows = self.committed = state["rows"] if state else 0
         self.db.execute("DELETE FROM pairs WHERE number >= ?", (self.rows,))
         self.db.commit()
 
@@ -81,6 +81,7 @@ class ScoredRows:
 
     def sync(self) -> dict:
         self.db.commit()
+        self.committed = self.rows
         return {"text": self.text.sync(), "rows": self.rows}
 
     def close(self) -> None:
@@ -88,6 +89,8 @@ class ScoredRows:
         if self.db is not None:
             self.db.close()
             self.db = None
+        if not self.committed:  # nothing to continue (`StreamOutput` leaves no trace either)
+            self.store.unlink(missing_ok=True)
 
     def write_ranked(self, path, labelled: bool, top_k: int, source) -> dict:
         """Writes the ranked lists at `path` (atomically) from every stored pair; returns the
