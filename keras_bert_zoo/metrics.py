@@ -73,6 +73,24 @@ def f1_score(
     return float(np.mean([_f1(*row)[2] for row in counts]))
 
 
+def confusion_scores(confusion, average: str = "binary", positive_label: int = 1) -> dict:
+    """`accuracy` and `f1` (as `f1_score` averages it) of a confusion matrix of class ids
+    (`confusion[true, predicted]` counts): what counts added up over parts of a corpus give.
+
+    >>> kbz.metrics.confusion_scores([[1, 1], [1, 1]])
+    {'accuracy': 0.5, 'f1': 0.5}
+    """
+    confusion = np.asarray(confusion, np.float64)
+    true_sums, pred_sums = confusion.sum(axis=1), confusion.sum(axis=0)
+    seen = np.flatnonzero(true_sums + pred_sums) if average != "binary" else [positive_label]
+    counts = [[confusion[k, k], pred_sums[k], true_sums[k]] for k in seen]
+    if average == "micro":
+        f1 = _f1(*np.sum(counts, axis=0))[2]
+    else:
+        f1 = float(np.mean([_f1(*row)[2] for row in counts]))
+    return {"accuracy": float(np.trace(confusion) / confusion.sum()), "f1": f1}
+
+
 def matthews_corrcoef(y_true: Sequence, y_pred: Sequence) -> float:
     """Matthews correlation (multi-class form); 0 when undefined.
 

@@ -378,3 +378,46 @@ def test_a_labelled_conll_file_streams_and_its_entity_scores_count_every_window(
     command = ["predict", "tag", "--model", preset, "--input", str(tmp_path / "unknown.conll")]
     assert main([*command, "--output", str(tmp_path / "u.conll")]) == 2
     assert re.search(rf"unknown.conll, line {line}: .*B-y", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("classes", [2, 3])  # binary F1, macro F1
+def test_a_labelled_tsv_streams_and_its_scores_count_every_window(
+    tiny, tmp_path, monkeypatch, capsys, classes
+):
+    """Labels given: the predictions still stream, and accuracy and F1 from the confusion
+    matrix added up window by window (across a stop and a resume too) are those of the whole
+    file's labels against the labels written; an unknown label is named with its line."""
+    import keras_bert_zoo as kbz
+    from keras_bert_zoo import metrics
+    from keras_bert_zoo.jobs.predict import run_predict
+
+    names = ["neg", "pos", "mixed"][:classes]
+    model = kbz.from_preset(str(tiny), task="classifier", num_classes=classes, label_names=names)
+    preset = str(kbz.save_preset(model, tmp_path / "classifier"))
+    rng = np.random.default_rng(classes)
+    rows = [f"{t}\t{rng.choice(names)}\n" for t in _texts(500, classes)]
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(rows))
+    straight = run_predict("classifier", preset, tsv, tmp_path / "s.tsv", window=120)
+    gold = [names.index(r.rstrip("\n").split("\t")[1]) for r in rows]
+    written = [
+        names.index(r.split("\t")[1]) for r in (tmp_path / "s.tsv").read_text().split("\n")[1:-1]
+    ]
+    average = "binary" if classes == 2 else "macro"
+    expected = {"accuracy": metrics.accuracy(gold, written),
+                "f1": metrics.f1_score(gold, written, average=average)}  # fmt: skip
+    assert straight["metrics"] == expected and 0 < expected["accuracy"] < 1
+    output = tmp_path / "p.tsv"
+    with monkeypatch.context() as patch:
+        fail_prediction(patch, 3)
+        with pytest.raises(_Stop):
+            run_predict("classifier", preset, tsv, output, window=120)
+    assert json.loads(progress_path(output).read_text())["rows"] == 240
+    resumed = run_predict("classifier", preset, tsv, output, window=120)
+    assert resumed == {"files": [str(output)], "metrics": straight["metrics"]}
+    assert output.read_bytes() == (tmp_path / "s.tsv").read_bytes()
+    rows[9] = rows[9].rsplit("\t", 1)[0] + "\tother\n"  # file line 11
+    (tmp_path / "unknown.tsv").write_text("sentence\tlabel\n" + "".join(rows))
+    command = ["predict", "classify", "--model", preset, "--input", str(tmp_path / "unknown.tsv")]
+    assert main([*command, "--output", str(tmp_path / "u.tsv")]) == 2
+    assert re.search(r"unknown.tsv, line 11: label 'other' is not one of", capsys.readouterr().err)

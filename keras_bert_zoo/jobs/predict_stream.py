@@ -1,16 +1,15 @@
-"""`kbz predict` streamed: a classifier's TSV without labels, a CoNLL file with or without
-tags, a reranker's pairs with or without labels, read `window` rows (examples, sentences,
-pairs) at a time, each window predicted (sorted by length inside) and appended to the
-prediction file in input order, resumable after a kill (`inference.outputs`). The files are
-the ones `run_predict` writes whole, and so are the metrics of a labelled file: a tagger's
-entity counts add up window by window (kept with each commit, `outputs.Tallied`); the
-reranker's ranked lists and metrics gather a query's pairs from anywhere in the file, so
-they come from a table on disk once every pair is scored (`finetuning.ranked_stream`).
+"""`kbz predict` streamed: a classifier's TSV, a CoNLL file and a reranker's pairs, with or
+without labels, read `window` rows (examples, sentences, pairs) at a time, each window
+predicted (sorted by length inside) and appended to the prediction file in input order,
+resumable after a kill (`inference.outputs`). The files are the ones `run_predict` writes
+whole, and so are the metrics of a labelled file: a classifier's confusion matrix and a
+tagger's entity counts add up window by window (kept with each commit, `outputs.Tallied`);
+the reranker's ranked lists and metrics gather a query's pairs from anywhere in the file,
+so they come from a table on disk once every pair is scored (`finetuning.ranked_stream`).
 
-A labelled classify file is still read whole by `run_predict` (its reader's label checks are
-not yet shared line by line; accuracy and F1 would add up from a confusion matrix, while a
-regression's Spearman ranks every score at once). SQuAD is read whole too: its JSON is one
-document, and its answers file is one JSON object.
+A regression's labelled file is read whole by `run_predict`: its Spearman correlation ranks
+every score at once. SQuAD is read whole too: its JSON is one document, and its answers
+file is one JSON object.
 """
 
 import os
@@ -43,18 +42,19 @@ from keras_bert_zoo.inference.outputs import StreamOutput, Tallied, TextRows, pa
 from keras_bert_zoo.inference.streaming import Progress, stream
 from keras_bert_zoo.jobs.predictors import Predictor
 from keras_bert_zoo.jobs.streaming import model_identity
-from keras_bert_zoo.metrics import entity_counts, entity_f1
+from keras_bert_zoo.metrics import confusion_scores, entity_counts, entity_f1
 from keras_bert_zoo.saving.atomic import fsync_path
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
 
 
-def streams(task: str, job, input) -> bool:
-    """Whether `kbz predict` streams `input`: a classifier's TSV without its label column, a
-    CoNLL file or a reranker's pairs (labelled or not)."""
-    if task in ("reranker", "tagger"):
+def streams(predictor: Predictor, job, input) -> bool:
+    """Whether `kbz predict` streams `input`: a classifier's TSV (a regression's only without
+    its label column), a CoNLL file, or a reranker's pairs, labelled or not."""
+    if predictor.task in ("reranker", "tagger"):
         return True
-    return task == "classifier" and job.label_column not in first_line(input).split("\t")
+    labelled = job.label_column in first_line(input).split("\t")
+    return predictor.task == "classifier" and not (labelled and predictor.label_names is None)
 
 
 def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
@@ -62,10 +62,7 @@ def stream_predictions(model, predictor: Predictor, job, input, output, window, 
     if predictor.task == "reranker":
         return stream_scores(model, predictor, job, input, output, window, restart)
     if predictor.task == "classifier":
-        files = stream_classifications(
-            model, predictor, input, output, job.text_columns, window, restart
-        )
-        return files, {}
+        return stream_classifications(model, predictor, job, input, output, window, restart)
     return stream_tags(model, predictor, input, output, window, restart)
 
 
@@ -84,50 +81,69 @@ def words_only(path) -> bool:
     return False
 
 
-def _records(path, source: LineSource, text_columns):
-    """`(TextExample, mark)` per example of a headed TSV, checked line by line."""
+def _records(path, source: LineSource, text_columns, label_column=None, label_names=()):
+    """`(TextExample, mark)` per example of a headed TSV, checked line by line; with
+    `label_column`, the label as its id in `label_names` (an unknown one named by its line)."""
     lines = iter(source)
     _, first = next(lines)
     header = first.split("\t")
-    expected = [str(c) for c in text_columns]
+    labels = [label_column] if label_column is not None else []
+    expected = [str(c) for c in (*text_columns, *labels)]
     columns = [column_index(path, header, c, "text_columns", expected) for c in text_columns]
+    columns += [column_index(path, header, c, "label_column", expected) for c in labels]
     for number, fields in tsv_fields(path, lines, len(header)):
-        texts = [fields[c] for c in columns] + [None]
-        yield TextExample(texts[0], texts[1], None, number), source.mark()
+        texts, label = [fields[c] for c in columns[: len(text_columns)]] + [None], None
+        if labels:
+            value = fields[columns[-1]].strip()
+            label = int(encode_labels(path, [(number, value)], label_names)[0])
+        yield TextExample(texts[0], texts[1], label, number), source.mark()
 
 
 def stream_classifications(
-    model, predictor: Predictor, input, output, text_columns, window: int, restart: bool
-) -> list[Path]:
-    """Writes the classifier TSV of `input`'s examples at `output`, a window at a time."""
-    names, columns = predictor.label_names, tuple(text_columns)
-    lines = count_lines(input)
+    model, predictor: Predictor, job, input, output, window: int, restart: bool
+):
+    """Writes the classifier TSV of `input`'s examples at `output`, a window at a time;
+    returns it and, for a file with labels, accuracy and F1 (`ClassificationTask.metrics`)
+    from a confusion matrix added up window by window (kept with each commit)."""
+    names, columns = predictor.label_names, tuple(job.text_columns)
+    lines, labelled = count_lines(input), job.label_column in first_line(input).split("\t")
     identity = _identity("classifier", model, predictor, window, text_columns=list(columns))
     writer = TextRows(lambda start, p: classification_rows(p, names, start))
     writer.header = classification_header(names)
-    job = ClassificationTask(predictor.preprocessor)
-    truncated, counts = {}, np.zeros(len(names or []), np.int64)
+    size = len(names or [])
+    writer = Tallied(writer, size * size) if labelled else writer
+    task = ClassificationTask(predictor.preprocessor)
+    truncated, counts = {}, np.zeros(size, np.int64)
 
     def classify(examples):
         pairs = examples[0].text_b is not None
         predictions = predictor([(e.text_a, e.text_b) if pairs else e.text_a for e in examples])
         if names is not None:
-            counts[:] += np.bincount(predictions.argmax(-1), minlength=len(names))
+            counts[:] += np.bincount(predictions.argmax(-1), minlength=size)
         full = [examples[i] for i in predictor.full_rows]
-        truncated.update(job.token_counts(full) if full else {})
-        return predictions
+        truncated.update(task.token_counts(full) if full else {})
+        if not labelled:
+            return predictions
+        cells = [e.label * size + p for e, p in zip(examples, predictions.argmax(-1), strict=True)]
+        return predictions, np.bincount(cells, minlength=size * size)
 
-    source = LineSource(input)
+    label_column = job.label_column if labelled else None
+    records = _records(input, LineSource(input), columns, label_column, names)
     with StreamOutput(output, identity, writer, restart) as out:
         progress = Progress(lines - 1, out.rows, "classify")
-        rows = stream(_records(input, source, columns), classify, out, window, progress)
+        rows = stream(records, classify, out, window, progress)
     if not rows:
         raise file_error(input, None, "has a header but no examples", "Check the file.")
     length = predictor.preprocessor.sequence_length
     warn_truncated(input, "examples", truncated, rows, length)
+    if labelled:  # every row's, a resumed run's earlier attempts too
+        confusion = np.reshape(writer.totals, (size, size))
+        warn_if_collapsed_counts(confusion.sum(0), names, input, confusion.sum(1))
+        average = "binary" if size == 2 else "macro"
+        return [Path(output)], confusion_scores(confusion, average)
     if names is not None:  # the rows of this attempt (a resumed run: those after the resume)
         warn_if_collapsed_counts(counts, names, input)
-    return [Path(output)]
+    return [Path(output)], {}
 
 
 def _identity(task, model, predictor, window, **options) -> dict:
