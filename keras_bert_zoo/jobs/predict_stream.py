@@ -53,8 +53,11 @@ def streams(predictor: Predictor, job, input) -> bool:
     its label column), a CoNLL file, or a reranker's pairs, labelled or not."""
     if predictor.task in ("reranker", "tagger"):
         return True
-    labelled = job.label_column in first_line(input).split("\t")
-    return predictor.task == "classifier" and not (labelled and predictor.label_names is None)
+    if predictor.task != "classifier":
+        return False
+    return predictor.label_names is not None or job.label_column not in first_line(input).split(
+        "\t"
+    )
 
 
 def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
