@@ -1,7 +1,8 @@
-"""Streaming inference (issue 48): `kbz embed` and `kbz predict classify` read a window at a
-time, write as they go, and continue after a kill to the same bytes; the engine's memory is
-bounded by the window; a changed model is refused; a malformed line is named after the rows
-before it are kept.
+"""Streaming inference (issue 48): `kbz embed`, `kbz predict classify` and `kbz predict tag`
+read a window at a time, write as they go, and continue after a kill to the same bytes; the
+engine's memory is bounded by the window; a changed model is refused; a malformed line is
+named after the rows before it are kept; a labelled file's metrics add up over the windows
+to the whole file's (the reranker: `test_streaming_rerank.py`).
 
 The model is a tiny random encoder saved as a preset, so nothing trains."""
 
@@ -337,6 +338,23 @@ def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypat
     ]
 
 
+def _resumes_to(straight, monkeypatch, task, model, input, window, windows):
+    """`run_predict` stopped after `windows` windows and run again gives the file and the
+    metrics of `straight`, the uninterrupted run's result."""
+    from keras_bert_zoo.jobs.predict import run_predict
+
+    done = Path(straight["files"][0])
+    output = done.with_name(f"resumed{done.suffix}")
+    with monkeypatch.context() as patch:
+        fail_prediction(patch, windows + 1)
+        with pytest.raises(_Stop):
+            run_predict(task, model, input, output, window=window)
+    assert json.loads(progress_path(output).read_text())["rows"] == windows * window
+    resumed = run_predict(task, model, input, output, window=window)
+    assert resumed == {"files": [str(output)], "metrics": straight["metrics"]}
+    assert output.read_bytes() == done.read_bytes()
+
+
 def test_a_labelled_conll_file_streams_and_its_entity_scores_count_every_window(
     tiny, tmp_path, monkeypatch, capsys
 ):
@@ -362,15 +380,7 @@ def test_a_labelled_conll_file_streams_and_its_entity_scores_count_every_window(
                                      [s.tags for s in written.sentences])  # fmt: skip
     assert straight["metrics"] == {k: expected[k] for k in ("precision", "recall", "f1")}
     assert 0 < expected["f1"] < 1 and [s.words for s in written.sentences] == sentences
-    output = tmp_path / "p.conll"
-    with monkeypatch.context() as patch:
-        fail_prediction(patch, 4)
-        with pytest.raises(_Stop):
-            run_predict("tagger", preset, gold, output, window=30)
-    assert json.loads(progress_path(output).read_text())["rows"] == 90
-    resumed = run_predict("tagger", preset, gold, output, window=30)
-    assert resumed == {"files": [str(output)], "metrics": straight["metrics"]}
-    assert output.read_bytes() == (tmp_path / "s.conll").read_bytes()
+    _resumes_to(straight, monkeypatch, "tagger", preset, gold, window=30, windows=3)
     text = gold.read_text()
     line = next(n for n, b in enumerate(text.split("\n"), 1) if b.endswith("\tB-x"))
     unknown = text.replace("\tB-x\n", "\tB-y\n", 1)
@@ -407,15 +417,7 @@ def test_a_labelled_tsv_streams_and_its_scores_count_every_window(
     expected = {"accuracy": metrics.accuracy(gold, written),
                 "f1": metrics.f1_score(gold, written, average=average)}  # fmt: skip
     assert straight["metrics"] == expected and 0 < expected["accuracy"] < 1
-    output = tmp_path / "p.tsv"
-    with monkeypatch.context() as patch:
-        fail_prediction(patch, 3)
-        with pytest.raises(_Stop):
-            run_predict("classifier", preset, tsv, output, window=120)
-    assert json.loads(progress_path(output).read_text())["rows"] == 240
-    resumed = run_predict("classifier", preset, tsv, output, window=120)
-    assert resumed == {"files": [str(output)], "metrics": straight["metrics"]}
-    assert output.read_bytes() == (tmp_path / "s.tsv").read_bytes()
+    _resumes_to(straight, monkeypatch, "classifier", preset, tsv, window=120, windows=2)
     rows[9] = rows[9].rsplit("\t", 1)[0] + "\tother\n"  # file line 11
     (tmp_path / "unknown.tsv").write_text("sentence\tlabel\n" + "".join(rows))
     command = ["predict", "classify", "--model", preset, "--input", str(tmp_path / "unknown.tsv")]
