@@ -1,9 +1,10 @@
 """`kbz embed` streamed: peak resident memory and throughput at several input sizes, the
 in-memory path of an older checkout beside it, the cost of a resume, and the Apache Beam
-example on two local workers.
+example on two local workers; with `--rerank`, `kbz predict rerank` (streamed) on as many
+labelled (query, passage) pairs.
 
     python benchmarks/streaming_embed.py --model bert_tiny_en_uncased --lines 10000 100000 \\
-        [--baseline OTHER_CHECKOUT] [--resume] [--beam]
+        [--baseline OTHER_CHECKOUT] [--resume] [--beam] [--rerank RERANKER]
 
 Each run is a fresh `kbz embed` process (`/usr/bin/time -v` gives the peak RSS; the wall time
 includes the start-up). `--baseline` runs the same command from another checkout (the
@@ -36,6 +37,17 @@ def _corpus(path: Path, lines: int) -> None:
     with open(path, "w") as handle:
         for _ in range(lines):
             handle.write(" ".join(rng.choice(words, rng.integers(3, 30))) + "\n")
+
+
+def _pairs(path: Path, corpus: Path, queries: int = 1000) -> None:
+    """A labelled pairs TSV of `corpus`'s lines as passages, each for one of `queries`
+    queries (a query's pairs scattered over the file), about one in five relevant."""
+    rng = np.random.default_rng(0)
+    with open(corpus) as lines, open(path, "w") as handle:
+        handle.write("query\tpassage\tlabel\n")
+        for line in lines:
+            query, label = rng.integers(queries), int(rng.random() < 0.2)
+            handle.write(f"query {query} w{query}\t{line.strip()}\t{label}\n")
 
 
 def _run(arguments: list[str], checkout: Path = ROOT) -> tuple[float, float, str]:
@@ -94,6 +106,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--kills", type=int, default=3, help="SIGKILLs before the resume")
     parser.add_argument("--beam", action="store_true")
+    parser.add_argument("--rerank", help="a reranker preset: `kbz predict rerank` too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
         for lines in args.lines:
@@ -111,6 +124,17 @@ def main() -> None:
                 beam += ["--input", str(corpus), "--output", str(Path(root) / "beam" / "v")]
                 beam += ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
                 _show("beam x2", lines, *_run(beam)[:2])
+            if args.rerank:
+                pairs = Path(root) / f"{lines}.pairs.tsv"
+                _pairs(pairs, corpus)
+                rerank = ["-m", "keras_bert_zoo.cli", "predict", "rerank", "--model", args.rerank]
+                rerank += [
+                    "--input",
+                    str(pairs),
+                    "--output",
+                    str(Path(root) / f"{lines}.scores.tsv"),
+                ]
+                _show("rerank", lines, *_run([*rerank, "--window", str(args.window)])[:2])
             if args.resume and lines == max(args.lines):
                 _resume([*command, "--window", str(args.window)], output, lines, args.kills)
 

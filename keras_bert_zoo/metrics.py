@@ -73,6 +73,24 @@ def f1_score(
     return float(np.mean([_f1(*row)[2] for row in counts]))
 
 
+def confusion_scores(confusion, average: str = "binary", positive_label: int = 1) -> dict:
+    """`accuracy` and `f1` (as `f1_score` averages it) of a confusion matrix of class ids
+    (`confusion[true, predicted]` counts): what counts added up over parts of a corpus give.
+
+    >>> kbz.metrics.confusion_scores([[1, 1], [1, 1]])
+    {'accuracy': 0.5, 'f1': 0.5}
+    """
+    confusion = np.asarray(confusion, np.float64)
+    true_sums, pred_sums = confusion.sum(axis=1), confusion.sum(axis=0)
+    seen = np.flatnonzero(true_sums + pred_sums) if average != "binary" else [positive_label]
+    counts = [[confusion[k, k], pred_sums[k], true_sums[k]] for k in seen]
+    if average == "micro":
+        f1 = _f1(*np.sum(counts, axis=0))[2]
+    else:
+        f1 = float(np.mean([_f1(*row)[2] for row in counts]))
+    return {"accuracy": float(np.trace(confusion) / confusion.sum()), "f1": f1}
+
+
 def matthews_corrcoef(y_true: Sequence, y_pred: Sequence) -> float:
     """Matthews correlation (multi-class form); 0 when undefined.
 
@@ -159,12 +177,8 @@ def get_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     return entities
 
 
-def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> dict:
-    """Entity-level (exact chunk match) precision, recall and F1, overall (micro) and per type.
-
-    >>> kbz.metrics.entity_scores([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])["f1"]
-    0.0
-    """
+def _entity_sets(y_true, y_pred) -> tuple[set, set]:
+    """The gold and predicted entities, each `(sentence, type, start, end)`."""
     if len(y_true) != len(y_pred):
         raise ValueError(
             f"Expected as many predicted sentences ({len(y_pred)}) as gold "
@@ -179,6 +193,32 @@ def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str
             )
         gold.update((index, *entity) for entity in get_entities(true_tags))
         predicted.update((index, *entity) for entity in get_entities(pred_tags))
+    return gold, predicted
+
+
+def entity_counts(y_true, y_pred) -> list[int]:
+    """`[correct, predicted, gold]` entity counts of `entity_scores`' overall scores; the
+    counts of parts of a corpus add up to the corpus's (`entity_f1` of the sums).
+
+    >>> kbz.metrics.entity_counts([["B-PER", "O"]], [["B-PER", "B-LOC"]])
+    [1, 2, 1]
+    """
+    gold, predicted = _entity_sets(y_true, y_pred)
+    return [len(gold & predicted), len(predicted), len(gold)]
+
+
+def entity_f1(counts) -> dict:
+    """`precision`, `recall` and `f1` of `entity_counts`' `[correct, predicted, gold]`."""
+    return dict(zip(("precision", "recall", "f1"), _f1(*counts), strict=True))
+
+
+def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> dict:
+    """Entity-level (exact chunk match) precision, recall and F1, overall (micro) and per type.
+
+    >>> kbz.metrics.entity_scores([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])["f1"]
+    0.0
+    """
+    gold, predicted = _entity_sets(y_true, y_pred)
     per_type = {}
     for type_ in sorted({e[1] for e in gold | predicted}):
         g = {e for e in gold if e[1] == type_}

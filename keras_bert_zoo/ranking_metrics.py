@@ -46,17 +46,26 @@ def _ranked_labels(queries, labels, scores) -> list[np.ndarray]:
     return [labels[rows][rank_order(scores[rows])] for rows in group_rows(queries)]
 
 
+def reciprocal_rank(ranked: np.ndarray, k: int = 10) -> float:
+    """1 / (rank of the first relevant candidate) of one query's labels in ranked order, 0
+    beyond rank `k`."""
+    hits = np.flatnonzero(ranked[:k] == 1)
+    return 1.0 / (hits[0] + 1) if len(hits) else 0.0
+
+
+def recall(ranked: np.ndarray, k: int = 1) -> float:
+    """The share of one query's relevant candidates (labels in ranked order) in the top `k`."""
+    relevant = ranked.sum()
+    return ranked[:k].sum() / relevant if relevant else 0.0
+
+
 def mrr_at_k(queries: Sequence, labels: Sequence[int], scores: Sequence[float], k=10) -> float:
     """Mean over queries of 1 / (rank of the first relevant candidate), 0 beyond rank `k`.
 
     >>> kbz.ranking_metrics.mrr_at_k(["q", "q", "q"], [0, 0, 1], [3.0, 2.0, 1.0])
     0.3333333333333333
     """
-    reciprocal = []
-    for ranked in _ranked_labels(queries, labels, scores):
-        hits = np.flatnonzero(ranked[:k] == 1)
-        reciprocal.append(1.0 / (hits[0] + 1) if len(hits) else 0.0)
-    return float(np.mean(reciprocal))
+    return float(np.mean([reciprocal_rank(r, k) for r in _ranked_labels(queries, labels, scores)]))
 
 
 def recall_at_k(queries: Sequence, labels: Sequence[int], scores: Sequence[float], k=1) -> float:
@@ -65,11 +74,7 @@ def recall_at_k(queries: Sequence, labels: Sequence[int], scores: Sequence[float
     >>> kbz.ranking_metrics.recall_at_k(["q", "q", "q"], [1, 0, 1], [3.0, 2.0, 1.0], k=2)
     0.5
     """
-    shares = []
-    for ranked in _ranked_labels(queries, labels, scores):
-        relevant = ranked.sum()
-        shares.append(ranked[:k].sum() / relevant if relevant else 0.0)
-    return float(np.mean(shares))
+    return float(np.mean([recall(r, k) for r in _ranked_labels(queries, labels, scores)]))
 
 
 def ranking_scores(queries, labels, scores, k: int = 10) -> dict:

@@ -84,3 +84,39 @@ def test_work_without_a_count_shows_the_time_it_takes(monkeypatch, capsys):
     with progress.logged_while("export", enabled=False):
         time.sleep(seconds * 3)
     assert capsys.readouterr().out == ""
+
+
+def test_a_pass_counts_in_the_input_rows_it_stands_for():
+    counted = []
+    with progress.rows_counted_by(counted.append, 3):  # 3 sentences, 7 windows of tokens
+        advance = progress.rows_counter("tag", 7)
+        for rows in (2, 2, 2, 1):
+            advance(rows)
+    assert sum(counted) == 3 and all(c > 0 for c in counted)
+    with progress.rows_counted_by(counted.append, 5):  # one row per record: as they come
+        assert progress.rows_counter("classify", 5) == counted.append
+
+
+def test_a_stream_counts_its_records_not_the_rows_of_their_passes(tmp_path, monkeypatch):
+    """A record predicted as several rows (a text split into windows of tokens): the progress
+    over the input counts each record once, so never runs past its total."""
+    import numpy as np
+
+    from keras_bert_zoo.inference.outputs import NpyRows, StreamOutput
+    from keras_bert_zoo.inference.streaming import Progress, stream
+
+    counted, advance = [], Progress.advance
+    monkeypatch.setattr(
+        Progress, "advance", lambda self, rows: counted.append(rows) or advance(self, rows)
+    )
+
+    def predict_window(records):  # three rows per record, counted a batch of 4 at a time
+        count = progress.rows_counter("windows", 3 * len(records))
+        for begin in range(0, 3 * len(records), 4):
+            count(min(4, 3 * len(records) - begin))
+        return np.ones((len(records), 1), np.float32)
+
+    records = ((i, (i + 1, "")) for i in range(25))
+    with StreamOutput(tmp_path / "v.npy", {}, NpyRows(25, 1)) as out:
+        assert stream(records, predict_window, out, 10, Progress(25, 0, "windows")) == 25
+    assert sum(counted) == 25 and len(counted) > 3  # batches counted, not only windows' ends

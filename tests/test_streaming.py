@@ -1,7 +1,8 @@
-"""Streaming inference (issue 48): `kbz embed` and `kbz predict classify` read a window at a
-time, write as they go, and continue after a kill to the same bytes; the engine's memory is
-bounded by the window; a changed model is refused; a malformed line is named after the rows
-before it are kept.
+"""Streaming inference (issue 48): `kbz embed`, `kbz predict classify` and `kbz predict tag`
+read a window at a time, write as they go, and continue after a kill to the same bytes; the
+engine's memory is bounded by the window; a changed model is refused; a malformed line is
+named after the rows before it are kept; a labelled file's metrics add up over the windows
+to the whole file's (the reranker: `test_streaming_rerank.py`).
 
 The model is a tiny random encoder saved as a preset, so nothing trains."""
 
@@ -138,6 +139,23 @@ def _stop_after(monkeypatch, windows):
         return window(*args)
 
     monkeypatch.setattr(embed_job, "embed_window", failing)
+
+
+def fail_prediction(patch, call: int) -> list:
+    """Makes the streamed predictions (`jobs.predict_stream`) fail at prediction pass `call`
+    (a crash after `call - 1` windows are committed); returns the list of passes run."""
+    from keras_bert_zoo.jobs import predict_stream
+
+    calls, predict = [], predict_stream.bucketed_prediction.predict
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == call:
+            raise _Stop("crash")
+        return predict(*args)
+
+    patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+    return calls
 
 
 def test_a_changed_model_is_refused_and_the_same_one_continues(
@@ -293,7 +311,6 @@ def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypat
     windows of 50 sentences, stopped after two windows and continued: the same file as one
     uninterrupted run, and the same tags as the whole file in one window."""
     import keras_bert_zoo as kbz
-    from keras_bert_zoo.jobs import predict_stream
 
     names = ["O", "B-x", "I-x"]
     model = kbz.from_preset(str(tiny), task="tagger", num_tags=3, label_names=names)
@@ -306,16 +323,8 @@ def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypat
     assert main([*command, "--output", str(tmp_path / "whole.conll"), "--window", "1000"]) == 0
     assert main([*command, "--output", str(tmp_path / "straight.conll"), "--window", "50"]) == 0
     output = tmp_path / "p.conll"
-    calls, predict = [], predict_stream.bucketed_prediction.predict
-
-    def failing(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise _Stop("crash")
-        return predict(*args)
-
     with monkeypatch.context() as patch:
-        patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+        fail_prediction(patch, 3)
         with pytest.raises(_Stop):
             main([*command, "--output", str(output), "--window", "50"])
     assert json.loads(progress_path(output).read_text())["rows"] == 100
@@ -327,3 +336,90 @@ def test_streamed_tags_resume_and_equal_the_whole_file(tiny, tmp_path, monkeypat
     assert [line.split("\t")[1] for line in output.read_text().split("\n") if line] == [
         line.split("\t")[1] for line in whole.split("\n") if line
     ]
+
+
+def _resumes_to(straight, monkeypatch, task, model, input, window, windows):
+    """`run_predict` stopped after `windows` windows and run again gives the file and the
+    metrics of `straight`, the uninterrupted run's result."""
+    from keras_bert_zoo.jobs.predict import run_predict
+
+    done = Path(straight["files"][0])
+    output = done.with_name(f"resumed{done.suffix}")
+    with monkeypatch.context() as patch:
+        fail_prediction(patch, windows + 1)
+        with pytest.raises(_Stop):
+            run_predict(task, model, input, output, window=window)
+    assert json.loads(progress_path(output).read_text())["rows"] == windows * window
+    resumed = run_predict(task, model, input, output, window=window)
+    assert resumed == {"files": [str(output)], "metrics": straight["metrics"]}
+    assert output.read_bytes() == done.read_bytes()
+
+
+def test_a_labelled_conll_file_streams_and_its_entity_scores_count_every_window(
+    tiny, tmp_path, monkeypatch, capsys
+):
+    """Tags given: the predictions still stream, and the entity scores added up window by
+    window (across a stop and a resume too) are those of the whole file's gold tags against
+    the tags written; a tag the model does not know is named with its line."""
+    import keras_bert_zoo as kbz
+    from keras_bert_zoo import metrics
+    from keras_bert_zoo.data.conll_reader import read_conll
+    from keras_bert_zoo.jobs.predict import run_predict
+
+    names = ["O", "B-x", "I-x"]
+    model = kbz.from_preset(str(tiny), task="tagger", num_tags=3, label_names=names)
+    preset = str(kbz.save_preset(model, tmp_path / "tagger"))
+    rng = np.random.default_rng(5)
+    sentences = [t.split() for t in _texts(200, 5)]
+    blocks = ["".join(f"{w}\t{rng.choice(names)}\n" for w in s) for s in sentences]
+    (tmp_path / "gold.conll").write_text("\n".join(blocks))
+    gold = tmp_path / "gold.conll"
+    straight = run_predict("tagger", preset, gold, tmp_path / "s.conll", window=30)
+    written = read_conll(tmp_path / "s.conll", tag_names=names)
+    expected = metrics.entity_scores([s.tags for s in read_conll(gold).sentences],
+                                     [s.tags for s in written.sentences])  # fmt: skip
+    assert straight["metrics"] == {k: expected[k] for k in ("precision", "recall", "f1")}
+    assert 0 < expected["f1"] < 1 and [s.words for s in written.sentences] == sentences
+    _resumes_to(straight, monkeypatch, "tagger", preset, gold, window=30, windows=3)
+    text = gold.read_text()
+    line = next(n for n, b in enumerate(text.split("\n"), 1) if b.endswith("\tB-x"))
+    unknown = text.replace("\tB-x\n", "\tB-y\n", 1)
+    (tmp_path / "unknown.conll").write_text(unknown)
+    command = ["predict", "tag", "--model", preset, "--input", str(tmp_path / "unknown.conll")]
+    assert main([*command, "--output", str(tmp_path / "u.conll")]) == 2
+    assert re.search(rf"unknown.conll, line {line}: .*B-y", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("classes", [2, 3])  # binary F1, macro F1
+def test_a_labelled_tsv_streams_and_its_scores_count_every_window(
+    tiny, tmp_path, monkeypatch, capsys, classes
+):
+    """Labels given: the predictions still stream, and accuracy and F1 from the confusion
+    matrix added up window by window (across a stop and a resume too) are those of the whole
+    file's labels against the labels written; an unknown label is named with its line."""
+    import keras_bert_zoo as kbz
+    from keras_bert_zoo import metrics
+    from keras_bert_zoo.jobs.predict import run_predict
+
+    names = ["neg", "pos", "mixed"][:classes]
+    model = kbz.from_preset(str(tiny), task="classifier", num_classes=classes, label_names=names)
+    preset = str(kbz.save_preset(model, tmp_path / "classifier"))
+    rng = np.random.default_rng(classes)
+    rows = [f"{t}\t{rng.choice(names)}\n" for t in _texts(500, classes)]
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(rows))
+    straight = run_predict("classifier", preset, tsv, tmp_path / "s.tsv", window=120)
+    gold = [names.index(r.rstrip("\n").split("\t")[1]) for r in rows]
+    written = [
+        names.index(r.split("\t")[1]) for r in (tmp_path / "s.tsv").read_text().split("\n")[1:-1]
+    ]
+    average = "binary" if classes == 2 else "macro"
+    expected = {"accuracy": metrics.accuracy(gold, written),
+                "f1": metrics.f1_score(gold, written, average=average)}  # fmt: skip
+    assert straight["metrics"] == expected and 0 < expected["accuracy"] < 1
+    _resumes_to(straight, monkeypatch, "classifier", preset, tsv, window=120, windows=2)
+    rows[9] = rows[9].rsplit("\t", 1)[0] + "\tother\n"  # file line 11
+    (tmp_path / "unknown.tsv").write_text("sentence\tlabel\n" + "".join(rows))
+    command = ["predict", "classify", "--model", preset, "--input", str(tmp_path / "unknown.tsv")]
+    assert main([*command, "--output", str(tmp_path / "u.tsv")]) == 2
+    assert re.search(r"unknown.tsv, line 11: label 'other' is not one of", capsys.readouterr().err)

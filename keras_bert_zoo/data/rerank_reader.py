@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from keras_bert_zoo.data.readers import PathLike, file_error, read_lines
+from keras_bert_zoo.data.readers import PathLike, file_error, read_lines, tsv_fields
 
 COLUMNS = ("query", "passage", "label")
 _EXPECTED = "\t".join(COLUMNS)
@@ -68,6 +68,36 @@ def _columns(path, header: list[str], labels_optional: bool) -> tuple[list[int],
     return [header.index(name) for name in COLUMNS[: 2 + labelled]], labelled
 
 
+def ranking_header(path, line: str, labels_optional: bool = False):
+    """`(column names, [query, passage(, label)] indices, labelled)` of a header line."""
+    header = tuple(name.strip() for name in line.split("\t"))
+    columns, labelled = _columns(path, list(header), labels_optional)
+    return header, columns, labelled
+
+
+def ranking_pairs(path, numbered_lines, width: int, columns):
+    """The `RankingPair`s of `(number, line)` pairs (blank lines skipped), each checked:
+    `width` fields, a query and a passage, a label 0 or 1 when `columns` has its index."""
+    for number, fields in tsv_fields(path, numbered_lines, width):
+        query, passage = (fields[c].strip() for c in columns[:2])
+        if not query or not passage:
+            raise file_error(
+                path, number, "has an empty query or passage", "Fill it in or drop the line."
+            )
+        label = None
+        if len(columns) > 2:
+            value = fields[columns[2]].strip()
+            if value not in ("0", "1"):
+                raise file_error(
+                    path,
+                    number,
+                    f"label {value!r} is not 0 or 1",
+                    "Label each pair 1 (relevant) or 0 (not relevant).",
+                )
+            label = int(value)
+        yield RankingPair(query, passage, label, number, "\t".join(fields))
+
+
 def read_ranking_tsv(
     path: PathLike, labels_optional: bool = False, require_relevant: bool = False
 ) -> RankingData:
@@ -82,42 +112,13 @@ def read_ranking_tsv(
     >>> dev.pairs[0].query, dev.labels[:3]
     """
     lines = read_lines(path, f"a TSV file with the header {_EXPECTED!r}")
-    header = [name.strip() for name in lines[0].split("\t")]
-    columns, labelled = _columns(path, header, labels_optional)
-    pairs = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise file_error(
-                path,
-                number,
-                f"has {len(fields)} TAB-separated columns, expected {len(header)}",
-                "Remove stray TABs inside the text, or fix the row.",
-            )
-        query, passage = (fields[c].strip() for c in columns[:2])
-        if not query or not passage:
-            raise file_error(
-                path, number, "has an empty query or passage", "Fill it in or drop the line."
-            )
-        label = None
-        if labelled:
-            value = fields[columns[2]].strip()
-            if value not in ("0", "1"):
-                raise file_error(
-                    path,
-                    number,
-                    f"label {value!r} is not 0 or 1",
-                    "Label each pair 1 (relevant) or 0 (not relevant).",
-                )
-            label = int(value)
-        pairs.append(RankingPair(query, passage, label, number, line))
+    header, columns, labelled = ranking_header(path, lines[0], labels_optional)
+    pairs = list(ranking_pairs(path, enumerate(lines[1:], start=2), len(header), columns))
     if not pairs:
         raise file_error(path, None, "has a header but no pairs", "Check the file.")
     if require_relevant:
         _check_relevant(path, pairs, labelled)
-    return RankingData(os.fspath(path), pairs, tuple(header))
+    return RankingData(os.fspath(path), pairs, header)
 
 
 def _check_relevant(path, pairs: list[RankingPair], labelled: bool) -> None:

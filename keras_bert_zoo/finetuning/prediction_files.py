@@ -75,32 +75,33 @@ def warn_if_collapsed(predicted, gold, label_names, source) -> None:
     With labels (`gold`), when the data has other classes; without (`gold` None or empty),
     from `_COLLAPSED_MINIMUM` examples on, since a few new texts may well be one class.
     """
-    predicted = np.asarray(predicted, np.int64)
-    counts = np.bincount(predicted, minlength=len(label_names))
-    top = int(counts.argmax())
-    if gold is None or not len(gold):
-        warn_if_collapsed_counts(counts, label_names, source)
-        return
-    if len(predicted) < 2 or counts[top] < _COLLAPSED_SHARE * len(predicted):
-        return
-    share = float(np.mean(np.asarray(gold) == top))
-    if share >= _COLLAPSED_SHARE:  # the data is (nearly) all that class too
-        return
-    logger.warning(
-        "%s: %s are class %r although %.0f%% of the labels are: the model learned nothing "
-        "useful. Train longer, or change the learning rate.",
-        source,
-        f"{counts[top]} of {len(predicted)} predictions",
-        label_names[top],
-        100 * share,
-    )
+    size = len(label_names)
+    counts = np.bincount(np.asarray(predicted, np.int64), minlength=size)
+    labelled = gold is not None and len(gold)
+    gold_counts = np.bincount(np.asarray(gold, np.int64), minlength=size) if labelled else None
+    warn_if_collapsed_counts(counts, label_names, source, gold_counts)
 
 
-def warn_if_collapsed_counts(counts, label_names, source) -> None:
-    """`warn_if_collapsed` without labels, from the count of predictions per class (what a
-    streamed file keeps)."""
+def warn_if_collapsed_counts(counts, label_names, source, gold_counts=None) -> None:
+    """`warn_if_collapsed` from the count of predictions per class and, with labels, of
+    labels per class (what a streamed file keeps)."""
     counts = np.asarray(counts)
     total, top = int(counts.sum()), int(counts.argmax())
+    if gold_counts is not None:
+        if total < 2 or counts[top] < _COLLAPSED_SHARE * total:
+            return
+        share = float(gold_counts[top] / total)
+        if share >= _COLLAPSED_SHARE:  # the data is (nearly) all that class too
+            return
+        logger.warning(
+            "%s: %s are class %r although %.0f%% of the labels are: the model learned nothing "
+            "useful. Train longer, or change the learning rate.",
+            source,
+            f"{counts[top]} of {total} predictions",
+            label_names[top],
+            100 * share,
+        )
+        return
     if total < _COLLAPSED_MINIMUM or counts[top] < _COLLAPSED_SHARE * total:
         return
     logger.warning(

@@ -57,21 +57,44 @@ def ranked_path(path) -> Path:
     return path.with_name(f"{path.stem}.ranked{path.suffix or '.tsv'}")
 
 
+def scored_row(row: str, score: float) -> str:
+    """A line of the scores file: the input's line and its score."""
+    return f"{row}\t{score:.6f}"
+
+
+def ranked_header(labelled: bool) -> str:
+    return "\t".join(["query", "rank", "score", "passage"] + (["label"] if labelled else []))
+
+
+def ranked_row(query: str, rank: int, score: float, passage: str, label) -> str:
+    """A line of the ranked lists (`label` None for a file without labels)."""
+    fields = [query, str(rank), f"{score:.6f}", passage]
+    return "\t".join(fields + ([] if label is None else [str(label)]))
+
+
 def write_scores(path, dataset: RankingData, scores) -> list[Path]:
     """The input's rows, in input order, each with its `score`; the ranked lists beside."""
     path = Path(path)
     rows = ["\t".join([*dataset.header, "score"])]
-    rows += [f"{p.row}\t{s:.6f}" for p, s in zip(dataset.pairs, scores, strict=True)]
+    rows += [scored_row(p.row, s) for p, s in zip(dataset.pairs, scores, strict=True)]
     write_text(path, "\n".join(rows) + "\n")
-    header = ["query", "rank", "score", "passage"] + (["label"] if dataset.labelled else [])
-    ranked = ["\t".join(header)]
+    ranked = [ranked_header(dataset.labelled)]
     for group in ranking_metrics.group_rows(dataset.queries):
         for rank, row in enumerate(group[ranking_metrics.rank_order(scores[group])], start=1):
             pair = dataset.pairs[row]
-            fields = [pair.query, str(rank), f"{scores[row]:.6f}", pair.passage]
-            ranked.append("\t".join(fields + ([str(pair.label)] if dataset.labelled else [])))
+            ranked.append(ranked_row(pair.query, rank, scores[row], pair.passage, pair.label))
     write_text(ranked_path(path), "\n".join(ranked) + "\n")
     return [path, ranked_path(path)]
+
+
+def warn_unanswered(path, missing: int) -> None:
+    """Warns of `missing` queries without a relevant passage (they count 0 in every metric)."""
+    if missing:
+        logger.warning(
+            "%s: %d queries have no relevant passage; they count 0 in every metric.",
+            path,
+            missing,
+        )
 
 
 @dataclasses.dataclass
@@ -151,15 +174,18 @@ class RerankingTask(FinetuningTask):
 
     def _warn_truncated(self, dataset: RankingData, rows) -> None:
         """Counts the tokens of the pairs that fill every position (only those)."""
-        pairs = [dataset.pairs[i] for i in rows]
+        lengths = self.token_counts([dataset.pairs[i] for i in rows])
+        length = self.preprocessor.sequence_length
+        warn_truncated(dataset.path, "pairs", lengths, len(dataset.pairs), length)
+
+    def token_counts(self, pairs: list) -> dict:
+        """`{line: tokens}` of `pairs` packed whole (`[CLS] query [SEP] passage [SEP]`)."""
         counts = np.full(len(pairs), 3)  # [CLS] and two [SEP]
         for texts in ([p.query for p in pairs], [p.passage for p in pairs]):
             if texts:
                 pieces = token_lists(self.preprocessor.tokenizer, texts)
                 counts += np.array([len(ids) for ids in pieces])
-        lengths = {p.line: int(c) for p, c in zip(pairs, counts, strict=True)}
-        length = self.preprocessor.sequence_length
-        warn_truncated(dataset.path, "pairs", lengths, len(dataset.pairs), length)
+        return {p.line: int(c) for p, c in zip(pairs, counts, strict=True)}
 
     def training_arrays(self, dataset: RankingData, seed: int):
         """Listwise: `[groups, 1 + num_negatives, seq]` arrays and target 0 (the relevant
@@ -230,13 +256,7 @@ class RerankingTask(FinetuningTask):
         labels = dataset.labels
         if warn:
             relevant = {p.query for p in dataset.pairs if p.label == 1}
-            missing = len(set(dataset.queries) - relevant)
-            if missing:
-                logger.warning(
-                    "%s: %d queries have no relevant passage; they count 0 in every metric.",
-                    dataset.path,
-                    missing,
-                )
+            warn_unanswered(dataset.path, len(set(dataset.queries) - relevant))
         return ranking_metrics.ranking_scores(dataset.queries, labels, predictions, self.top_k)
 
     @staticmethod

@@ -218,3 +218,28 @@ class TextRows:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+class Tallied:
+    """A writer (`NpyRows`, `TextRows`) whose outputs come with counts that add up over the
+    rows (a labelled file's metric counts): `write(start, (outputs, counts))`. The sums of
+    the committed rows are kept with them in the progress record, so the `totals` of a
+    resumed run count every row, the earlier attempt's too."""
+
+    def __init__(self, writer, size: int):
+        self.writer, self.totals = writer, [0] * size
+
+    def open(self, path: Path, state: dict | None) -> None:
+        self.writer.open(path, state and state["writer"])
+        self.totals = list(state["totals"]) if state else [0] * len(self.totals)
+
+    def write(self, start: int, outputs) -> None:
+        outputs, counts = outputs
+        self.writer.write(start, outputs)
+        self.totals = [int(t + c) for t, c in zip(self.totals, counts, strict=True)]
+
+    def sync(self) -> dict:
+        return {"writer": self.writer.sync(), "totals": self.totals}
+
+    def close(self) -> None:
+        self.writer.close()

@@ -63,7 +63,9 @@ def stream(
         except ValueError as caught:
             error = caught
         if chunk:
-            with rows_counted_by(progress.advance):  # the passes count into the whole input's
+            # The passes count into the whole input's progress, in records (a record may be
+            # several rows of a pass: a long sentence is split into windows of tokens).
+            with rows_counted_by(progress.advance, len(chunk)):
                 outputs = predict_window(chunk)
             output.write(rows, outputs)
             rows += len(chunk)

@@ -64,9 +64,9 @@ def run_predict(
             predictions for real tokens, faster); False pads every batch to the full length.
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
-        window, restart: a classifier's file without labels is streamed `window` rows at a
-            time and continued after a kill (`jobs.predict_stream`); `restart` starts an
-            unfinished output afresh.
+        window, restart: the file is streamed `window` rows at a time and continued after a
+            kill (`jobs.predict_stream`; not SQuAD, nor a regression's labelled file);
+            `restart` starts an unfinished output afresh.
         runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`); the exported
             ones are written once into the cache and reused. Streaming runs on Keras; another
             runtime predicts the file whole.
@@ -99,10 +99,10 @@ def run_predict(
         defaults["text_columns"] = tuple(defaults["text_columns"])
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
     job = FINETUNING_TASKS[task](preprocessor, **options)
-    if keras and bucketing and streams(task, job, input):  # no labels: streamed, resumable
-        predictor = Predictor.of(task, network, preprocessor, config, batch_size)
-        files = stream_predictions(model, predictor, job, input, output, window, restart)
-        return {"files": [str(f) for f in files], "metrics": {}}
+    predictor = Predictor.of(task, network, preprocessor, config, batch_size)
+    if keras and bucketing and streams(predictor, job, input):  # streamed, resumable
+        files, metrics = stream_predictions(model, predictor, job, input, output, window, restart)
+        return {"files": [str(f) for f in files], "metrics": metrics}
     dataset = job.read(
         input, label_names=config.task_config.get("label_names"), labels_optional=True
     )

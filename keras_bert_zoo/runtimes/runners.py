@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_bert_zoo.training.batching import run_in_batches
+
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")  # as `export.onnx` writes them
 EXPORT_CONFIG = "export.json"  # `export.onnx`'s record of the task and its outputs
 
@@ -40,14 +42,7 @@ class Runner:
         return arrays["output_0"] if list(arrays) == ["output_0"] else arrays
 
     def run_batches(self, inputs: dict, batch_size: int, batch_done=None):
-        count, parts = len(inputs["token_ids"]), []
-        for begin in range(0, max(count, 1), batch_size):
-            parts.append(self({k: v[begin : begin + batch_size] for k, v in inputs.items()}))
-            if batch_done is not None:
-                batch_done(min(batch_size, count - begin))
-        if isinstance(parts[0], dict):
-            return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        return np.concatenate(parts)
+        return run_in_batches(self, inputs, batch_size, batch_done)
 
     def predict(self, inputs: dict, batch_size: int = 64, verbose=0):
         """Keras' `predict` signature, for callers that take either."""

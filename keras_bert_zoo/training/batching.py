@@ -174,3 +174,18 @@ def training_stream(x: dict, y, schedule: BatchSchedule, sequence_targets: bool)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     return stream
+
+
+def run_in_batches(call, inputs: dict, batch_size: int, batch_done=None):
+    """`call(batch)` on `inputs` sliced into batches of `batch_size` rows, in order, and the
+    outputs concatenated (numpy, in `call`'s structure); `batch_done(rows)` after each batch.
+    An empty input is one empty batch, so the outputs keep their structure and widths.
+
+    >>> kbz.training.batching.run_in_batches(model, {"token_ids": ids, ...}, 64)
+    """
+    count, parts = len(next(iter(inputs.values()))), []
+    for begin in range(0, max(count, 1), batch_size):
+        parts.append(call({k: v[begin : begin + batch_size] for k, v in inputs.items()}))
+        if batch_done is not None:
+            batch_done(min(batch_size, count - begin))
+    return keras.tree.map_structure(lambda *p: np.concatenate([np.asarray(t) for t in p]), *parts)

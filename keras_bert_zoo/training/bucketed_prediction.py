@@ -28,7 +28,13 @@ import numpy as np
 
 from keras_bert_zoo.extras import TF_DATA_PIPELINES, require_tensorflow
 from keras_bert_zoo.layers.backend import jax_platform
-from keras_bert_zoo.training.batching import bucket_ids, bucket_lengths, real_lengths, trim_length
+from keras_bert_zoo.training.batching import (
+    bucket_ids,
+    bucket_lengths,
+    real_lengths,
+    run_in_batches,
+    trim_length,
+)
 from keras_bert_zoo.training.processes import is_chief, local_forward, process_count
 from keras_bert_zoo.training.progress import rows_counter
 
@@ -146,13 +152,12 @@ def _graph_forward(model):
     def run(inputs: dict, batch_size: int, batch_done=None):
         specs = {k: tf.TensorSpec([None, None], tf.as_dtype(v.dtype)) for k, v in inputs.items()}
         function = graph.get_concrete_function(specs)
-        count, parts = len(next(iter(inputs.values()))), []
-        for begin in range(0, count, batch_size):
-            batch = {k: tf.constant(v[begin : begin + batch_size]) for k, v in inputs.items()}
-            parts.append(function(batch))
-            if batch_done is not None:
-                batch_done(min(batch_size, count - begin))
-        return tf.nest.map_structure(lambda *p: np.concatenate([t.numpy() for t in p]), *parts)
+        return run_in_batches(
+            lambda batch: function(tf.nest.map_structure(tf.constant, batch)),
+            inputs,
+            batch_size,
+            batch_done,
+        )
 
     return run
 

@@ -21,6 +21,8 @@ import weakref
 import keras
 import numpy as np
 
+from keras_bert_zoo.training.batching import run_in_batches
+
 jax = None
 if keras.backend.backend() == "jax":  # the running backend only (Keras imported it already)
     import jax
@@ -182,16 +184,10 @@ def local_forward(model):
         previous = keras.distribution.distribution()
         keras.distribution.set_distribution(None)  # this pass is one device's, not the mesh's
         try:
-            count, parts = len(next(iter(inputs.values()))), []
-            for begin in range(0, count, batch_size):
-                batch = {k: v[begin : begin + batch_size] for k, v in inputs.items()}
-                parts.append(function(*weights, batch))
-                if batch_done is not None:
-                    batch_done(min(batch_size, count - begin))
+            return run_in_batches(
+                lambda batch: function(*weights, batch), inputs, batch_size, batch_done
+            )
         finally:
             keras.distribution.set_distribution(previous)
-        return keras.tree.map_structure(
-            lambda *p: np.concatenate([np.asarray(t) for t in p]), *parts
-        )
 
     return run

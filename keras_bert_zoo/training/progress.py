@@ -101,10 +101,12 @@ _ROWS = contextvars.ContextVar("kbz_rows_progress", default=None)
 
 
 @contextlib.contextmanager
-def rows_counted_by(advance):
+def rows_counted_by(advance, rows: int | None = None):
     """Inside the block, prediction passes count their rows with `advance(rows)` (a streaming
-    job's progress over its whole input) instead of lines of their own over each window."""
-    token = _ROWS.set(advance)
+    job's progress over its whole input) instead of lines of their own over each window.
+    With `rows`, a pass counts in those input rows whatever its own row count: a tagger's
+    sentence split into several windows of tokens is one row of its input."""
+    token = _ROWS.set((advance, rows))
     try:
         yield
     finally:
@@ -112,12 +114,28 @@ def rows_counted_by(advance):
 
 
 def rows_counter(label: str, total: int, enabled: bool = True):
-    """`advance(rows)` for a prediction pass: the enclosing `rows_counted_by`'s, else plain
-    `LogLines` named `label` where nobody watches a terminal; None when nothing is shown."""
+    """`advance(rows)` for a prediction pass of `total` rows: the enclosing
+    `rows_counted_by`'s, else plain `LogLines` named `label` where nobody watches a terminal;
+    None when nothing is shown."""
     if _ROWS.get() is not None:
-        return _ROWS.get()
+        advance, rows = _ROWS.get()
+        return advance if rows is None or rows == total else _scaled(advance, rows, total)
     lines = LogLines(label, total, "rows", enabled=enabled and not interactive())
     return lines.advance if lines.enabled else None
+
+
+def _scaled(advance, rows: int, total: int):
+    """`advance` counting `rows` over a pass of `total` rows, in whole rows as they are done."""
+    done = [0, 0]  # the pass's rows, the input rows counted
+
+    def counted(count: int) -> None:
+        done[0] += count
+        now = done[0] * rows // max(total, 1)
+        if now > done[1]:
+            advance(now - done[1])
+            done[1] = now
+
+    return counted
 
 
 class LoggedSteps(keras.callbacks.Callback):
