@@ -19,7 +19,6 @@ RANKS = [
     {
         "layers",
         "choices",
-        "task_specs",
         "console",
         "architecture",
         "_lazy",
@@ -97,7 +96,20 @@ def _imports(name: str) -> list[tuple[str, int, bool]]:
 GRAPH = {name: sorted({target for target, _, _ in _imports(name)}) for name in MODULES}
 
 
+def _is_task_data(name: str) -> bool:
+    """The tasks' specs and their registry (`tasks/registry.py`, `tasks/spec.py`,
+    `tasks/<task>/spec.py` and the packages above them): plain data every layer reads,
+    `kbz --help` too, so they rank at the bottom although they live beside the task models."""
+    parts = name.split(".")
+    if parts[:2] != ["keras_bert_zoo", "tasks"]:
+        return False
+    package = MODULES[name].name == "__init__.py"
+    return package or parts[2:] in (["registry"], ["spec"]) or parts[3:] == ["spec"]
+
+
 def _rank(name: str) -> int:
+    if _is_task_data(name):
+        return 0
     top = name.split(".")[1]
     return next(i for i, group in enumerate(RANKS) if top in group)
 

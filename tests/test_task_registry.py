@@ -1,4 +1,4 @@
-"""One registry of tasks: the light specs (`task_specs`) and the behaviours (`finetuning`)
+"""One registry of tasks: the light specs (`tasks.registry`) and the behaviours (`finetuning`)
 name the same tasks, and everything that varies by task is read from them."""
 
 import argparse
@@ -6,10 +6,12 @@ import dataclasses
 
 import pytest
 
-from keras_bert_zoo import task_specs
 from keras_bert_zoo.cli import build_parser
 from keras_bert_zoo.cli.task_flags import FINETUNE_TASKS, PREDICT_TASKS
-from keras_bert_zoo.task_specs import SPECS, TAGGER, spec_for_cli
+from keras_bert_zoo.tasks import registry
+from keras_bert_zoo.tasks.registry import SPECS
+from keras_bert_zoo.tasks.registry import for_cli as spec_for_cli
+from keras_bert_zoo.tasks.tagger.spec import TAGGER
 
 
 def _subparser(parser, *names):
@@ -87,4 +89,4 @@ def test_an_alias_runs_its_task(monkeypatch):
     monkeypatch.setitem(SPECS, "tagger", dataclasses.replace(TAGGER, aliases=("ner",)))
     base = ["--preset", "p", "--train", "t", "--validation", "v", "--output", "o"]
     args = build_parser().parse_args(["finetune", "ner", *base])
-    assert args.task == "tag" and task_specs.spec_for_cli("ner").name == "tagger"
+    assert args.task == "tag" and registry.for_cli("ner").name == "tagger"

@@ -25,7 +25,7 @@ anything is written, rather than exported as something transformers would comput
 import json
 from pathlib import Path
 
-from keras_bert_zoo.task_specs import SPECS
+from keras_bert_zoo.tasks.registry import SPECS
 
 # Our task -> (transformers architecture, rows `(our path, [hf names], rule)`, pooler used),
 # from each task spec's `huggingface` head.

@@ -2,7 +2,7 @@
 
 Each function takes the model, the preprocessor and string tensors and returns the named
 outputs of `serving_default` (see `keras_bert_zoo.export`), among those its task's spec
-names (`keras_bert_zoo.task_specs.TaskSpec.serving_outputs`). The functions are TensorFlow
+names (`keras_bert_zoo.tasks.spec.TaskSpec.serving_outputs`). The functions are TensorFlow
 graph code, so they live here rather than in the light spec; a task whose outputs are another
 task's (a one-logit scorer is a regression classifier) reuses that function in its entry.
 """

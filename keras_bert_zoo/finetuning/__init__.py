@@ -1,5 +1,5 @@
 """The fine-tuning tasks' behaviour: task data from files to model inputs, and outputs back to
-predictions, metrics and files (what a task is, as data: `keras_bert_zoo.task_specs`).
+predictions, metrics and files (what a task is, as data: `keras_bert_zoo.tasks.registry`).
 
 - `registry`: `FINETUNING_TASKS`, the behaviour classes keyed by the model's task name;
 - `common`: the `FinetuningTask` protocol they follow, and batched tokenization;

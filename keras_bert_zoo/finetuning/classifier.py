@@ -14,7 +14,7 @@ from keras_bert_zoo.finetuning.raw_data import classification_data, column
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.task_graphs import classifier_loss
-from keras_bert_zoo.task_specs import CLASSIFIER
+from keras_bert_zoo.tasks.classifier.spec import CLASSIFIER
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 
 

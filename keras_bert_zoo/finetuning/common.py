@@ -5,7 +5,7 @@ A task's behaviour turns reader output (`keras_bert_zoo.data`) into arrays the t
 takes (`arrays`), model outputs into predictions (`predict`), predictions into the task's
 metrics (`metrics`, `keras_bert_zoo.metrics`) and prediction files (`write_predictions`), as
 the `Task` classes of TF Model Garden's `official/nlp/tasks` do; its names, defaults and flags
-are its spec (`keras_bert_zoo.task_specs`). The tokenizer runs in batches over all texts (or
+are its spec (`keras_bert_zoo.tasks.spec`). The tokenizer runs in batches over all texts (or
 unique words) at once, never once per string.
 """
 

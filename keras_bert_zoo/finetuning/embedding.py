@@ -27,7 +27,7 @@ from keras_bert_zoo.finetuning.raw_data import pairs_data, texts_or_pairs
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.task_graphs import build_contrastive_trainer, in_batch_negatives_loss
-from keras_bert_zoo.task_specs import EMBEDDER
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training.distinct_batches import DistinctBatchSchedule
 

@@ -13,7 +13,7 @@ from keras_bert_zoo.finetuning.prediction_files import NBEST_FILE, write_squad
 from keras_bert_zoo.finetuning.raw_data import column, squad_examples
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.task_graphs import question_answerer_loss
-from keras_bert_zoo.task_specs import QUESTION_ANSWERER
+from keras_bert_zoo.tasks.question_answerer.spec import QUESTION_ANSWERER
 
 _DEFAULT = QUESTION_ANSWERER.default
 

@@ -1,6 +1,6 @@
 """The fine-tuning tasks, keyed by task name: each task's behaviour and its task model.
 
-Each behaviour's `spec` (`keras_bert_zoo.task_specs.SPECS`) holds its names, defaults and
+Each behaviour's `spec` (`keras_bert_zoo.tasks.registry`) holds its names, defaults and
 flags; `tests/test_task_registry.py` checks that the registries agree. Importing this module
 registers every task model class with Keras, so `load_model` reads their `.keras` files.
 """

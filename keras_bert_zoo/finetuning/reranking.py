@@ -43,7 +43,7 @@ from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.saving.atomic import write_text
 from keras_bert_zoo.task_graphs import build_group_scorer, listwise_loss, reranker_loss
-from keras_bert_zoo.task_specs import RERANKER
+from keras_bert_zoo.tasks.reranker.spec import RERANKER
 from keras_bert_zoo.tokenization.arrays import packed_arrays, token_lists
 
 logger = logging.getLogger(__name__)

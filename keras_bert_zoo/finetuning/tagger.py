@@ -13,7 +13,7 @@ from keras_bert_zoo.finetuning.raw_data import tagging_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import warn_truncated
 from keras_bert_zoo.task_graphs import tagger_loss
-from keras_bert_zoo.task_specs import TAGGER
+from keras_bert_zoo.tasks.tagger.spec import TAGGER
 
 
 @dataclasses.dataclass
