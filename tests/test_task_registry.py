@@ -41,10 +41,10 @@ def test_behaviour_defaults_are_the_specs_defaults():
 
 
 def test_every_task_has_a_builder_a_serving_function_and_unique_names():
-    from keras_bert_zoo.export.serving import SERVING_OUTPUTS
+    from keras_bert_zoo.export.serving import SERVING
     from keras_bert_zoo.tasks import TASKS
 
-    assert set(SPECS) <= set(TASKS) and set(SPECS) <= set(SERVING_OUTPUTS)
+    assert set(SPECS) <= set(TASKS) and {s.serving for s in SPECS.values()} <= set(SERVING)
     cli_names = [n for s in SPECS.values() for n in (s.cli_name, *s.aliases)]
     assert len(cli_names) == len(set(cli_names))
     for spec in SPECS.values():

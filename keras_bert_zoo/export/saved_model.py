@@ -35,7 +35,7 @@ prediction_log_pb2 = require_tensorflow(
 )
 save_context = require_tensorflow("SavedModel export", "tensorflow.python.saved_model.save_context")
 
-from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
+from keras_bert_zoo.export.serving import serving_outputs, task_of  # noqa: E402
 from keras_bert_zoo.saving import ownership  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
 from keras_bert_zoo.tasks import registry  # noqa: E402
@@ -164,7 +164,7 @@ def export_saved_model(
         options = dict(
             label_names=label_names, multi_label=multi_label, max_answer_length=max_answer_length
         )
-        outputs = SERVING_OUTPUTS[task]
+        outputs = serving_outputs(task)
         text_spec = tf.TensorSpec([None], tf.string)
 
         def serve_text(text):

@@ -92,6 +92,9 @@ class EmbeddingTask(FinetuningTask):
     def loss(self, dataset):
         return in_batch_negatives_loss()
 
+    def decode(self, output, label_names):
+        return np.asarray(output, np.float32)
+
     def predict(self, dataset, outputs, extra):
         """The rank of each query's positive among all distinct positives (1 = first)."""
         count, targets = extra
@@ -132,7 +135,7 @@ class BertEmbedder(TaskModel):
     >>> vectors = embedder.encode(["A sentence.", "Another one."])  # float32 [2, 384]
     """
 
-    task_name = "embedder"
+    task_name = EMBEDDER.name
     behaviour = EmbeddingTask
 
     def raw_data(self, x, y=None):

@@ -52,6 +52,19 @@ class QuestionAnsweringTask(FinetuningTask):
     def loss(self, examples):
         return question_answerer_loss()
 
+    def raw_dataset(self, inputs: list, label_names):
+        """`{"question", "context"}` dicts."""
+        return [
+            data.SquadExample(str(n), i["question"], i["context"], (), labelled=False)
+            for n, i in enumerate(inputs)
+        ]
+
+    def raw_results(self, dataset, predictions) -> list:
+        return [(predictions["answers"][e.qas_id], predictions["nbest"][e.qas_id]) for e in dataset]
+
+    def decode(self, output, label_names):
+        return {"answer": output[0], "nbest": output[1]}
+
     def predict(self, examples, outputs, features):
         """`{"answers": {id: text}, "nbest": {id: [...]}}` as run_squad.py writes them."""
         logits = (np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"]))
@@ -91,7 +104,7 @@ class BertQuestionAnswerer(TaskModel):
     ['Paris']
     """
 
-    task_name = "question_answerer"
+    task_name = QUESTION_ANSWERER.name
     behaviour = QuestionAnsweringTask
 
     def raw_data(self, x, y=None):

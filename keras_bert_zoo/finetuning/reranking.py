@@ -29,8 +29,8 @@ import keras
 import numpy as np
 
 from keras_bert_zoo import ranking_metrics
-from keras_bert_zoo.data.rerank_reader import RankingData, read_ranking_tsv
-from keras_bert_zoo.finetuning.common import FinetuningTask
+from keras_bert_zoo.data.rerank_reader import RankingData, RankingPair, read_ranking_tsv
+from keras_bert_zoo.finetuning.common import RAW_SOURCE, FinetuningTask
 from keras_bert_zoo.finetuning.hard_negatives import (
     embedder_source,
     embedding_function,
@@ -245,6 +245,11 @@ class RerankingTask(FinetuningTask):
     def loss(self, dataset):
         return listwise_loss() if self.ranking_loss == "listwise" else reranker_loss()
 
+    def raw_dataset(self, inputs: list, label_names):
+        """`(query, passage)` pairs."""
+        pairs = [RankingPair(str(q), str(p), None, n) for n, (q, p) in enumerate(inputs, 1)]
+        return RankingData(RAW_SOURCE, pairs)
+
     def predict(self, dataset, outputs, extra):
         """Each pair's score: its relevance logit."""
         return np.asarray(outputs, np.float64).reshape(-1)
@@ -280,7 +285,7 @@ class BertReranker(TaskModel):
     [('Paris is the capital.', 4.1), ('Lyon is a city.', -2.3)]
     """
 
-    task_name = "reranker"
+    task_name = RERANKER.name
     behaviour = RerankingTask
 
     def raw_data(self, x, y=None):

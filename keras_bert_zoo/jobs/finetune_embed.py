@@ -6,6 +6,7 @@ LoRA as every task does.
 """
 
 from keras_bert_zoo.jobs.finetune import run_finetune
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 
 
 def run_finetune_embed(preset, train, validation, output, **settings) -> dict:
@@ -16,4 +17,4 @@ def run_finetune_embed(preset, train, validation, output, **settings) -> dict:
 
     >>> kbz.jobs.run_finetune_embed("minilm_preset", "pairs.tsv", "val.tsv", "runs/emb")
     """
-    return run_finetune("embedder", preset, train, validation, output, **settings)
+    return run_finetune(EMBEDDER.name, preset, train, validation, output, **settings)

@@ -54,8 +54,8 @@ class TaskOption:
 @dataclasses.dataclass(frozen=True)
 class HuggingFaceHead:
     """A task head in transformers' form: the model class, its weights as a name table
-    `(our path, [transformers names], rule)`, whether it uses the BERT pooler, the settings
-    that define its structure, and which setting counts its labels (`num_labels`).
+    `(our path, [transformers names], rule)`, whether it uses the BERT pooler and the
+    settings that define its structure (the task's `label_count` counts its `num_labels`).
 
     Heads that share an architecture are told apart by `markers`: config.json keys of which
     any, with `num_labels` outputs, marks a checkpoint of this head (sentence-transformers'
@@ -67,7 +67,6 @@ class HuggingFaceHead:
     rows: tuple
     pooler: bool
     settings: frozenset
-    label_count: str | None = None
     problem_type: bool = False  # transformers' `problem_type` (classification vs regression)
     num_labels: int = 2  # the outputs of a head whose settings do not count them
     markers: tuple = ()
@@ -97,6 +96,7 @@ class TaskSpec:
     sequence_outputs: bool = False  # outputs per token (tags, span logits), not per input
     label_count: str | None = None  # the `task_config` key counting its named labels
     serving: str = "classes"  # the kind of `serving_default` (`export.serving.SERVING`)
+    streams: bool = False  # `kbz predict` streams its files a window at a time (`--window`)
 
     def option(self, name: str) -> TaskOption:
         return next(option for option in self.options if option.name == name)

@@ -33,8 +33,8 @@ CLASSIFIER = TaskSpec(
         classifier_rows("classifier_head", "classifier"),
         pooler=True,
         settings=frozenset({"num_classes", "dropout", "multi_label", "label_names"}),
-        label_count="num_classes",
         problem_type=True,
     ),
     label_count="num_classes",
+    streams=True,
 )

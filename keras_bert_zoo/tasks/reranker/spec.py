@@ -55,6 +55,7 @@ RERANKER = TaskSpec(
     serving_outputs=("score",),
     pair_input=True,
     pair_names=("query", "passage"),
+    streams=True,
     huggingface=HuggingFaceHead(
         "BertForSequenceClassification",
         classifier_rows("reranker_head", "classifier"),

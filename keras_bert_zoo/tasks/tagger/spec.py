@@ -17,9 +17,9 @@ TAGGER = TaskSpec(
         classifier_rows("tagger_head", "classifier"),
         pooler=False,
         settings=frozenset({"num_tags", "dropout", "label_names"}),
-        label_count="num_tags",
     ),
     sequence_outputs=True,
     label_count="num_tags",
+    streams=True,
     serving="tags",
 )
