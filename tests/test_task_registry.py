@@ -22,7 +22,7 @@ def _subparser(parser, *names):
 
 
 def test_behaviours_and_specs_name_the_same_tasks():
-    from keras_bert_zoo.finetuning import FINETUNING_TASKS
+    from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 
     assert set(FINETUNING_TASKS) == set(FINETUNE_TASKS.values())
     assert set(SPECS) == set(FINETUNING_TASKS)  # one engine for all, the embedder included
@@ -31,7 +31,7 @@ def test_behaviours_and_specs_name_the_same_tasks():
 
 
 def test_behaviour_defaults_are_the_specs_defaults():
-    from keras_bert_zoo.finetuning import FINETUNING_TASKS
+    from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 
     for task in FINETUNING_TASKS.values():
         fields = {f.name: f.default for f in dataclasses.fields(task)}

@@ -1,6 +1,6 @@
 """`run_finetune_embed`, the keyword form of `kbz finetune embed`: contrastive fine-tuning
 of an embedder on `query<TAB>positive` pairs with in-batch negatives, run by the engine of
-every task (`jobs.finetune.finetune`, with `finetuning.embedding.EmbeddingTask`), so it
+every task (`jobs.finetune.finetune`, with `tasks.embedder.task.EmbeddingTask`), so it
 resumes exactly, takes `--strategy`, `--mixed-precision`, `--keep`, `--checkpoint-every` and
 LoRA as every task does.
 """

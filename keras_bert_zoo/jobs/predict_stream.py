@@ -27,7 +27,6 @@ from keras_bert_zoo.data.readers import (
     tsv_fields,
 )
 from keras_bert_zoo.data.rerank_reader import ranking_header, ranking_pairs
-from keras_bert_zoo.finetuning.classifier import ClassificationTask
 from keras_bert_zoo.finetuning.prediction_files import (
     classification_header,
     classification_rows,
@@ -35,8 +34,6 @@ from keras_bert_zoo.finetuning.prediction_files import (
     warn_if_collapsed_counts,
 )
 from keras_bert_zoo.finetuning.ranked_stream import ScoredRows, pairs_path
-from keras_bert_zoo.finetuning.reranking import RerankingTask, ranked_path
-from keras_bert_zoo.finetuning.tagger import TaggingTask
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.inference.outputs import StreamOutput, Tallied, TextRows, partial_path
 from keras_bert_zoo.inference.streaming import Progress, stream
@@ -44,6 +41,9 @@ from keras_bert_zoo.jobs.predictors import Predictor
 from keras_bert_zoo.jobs.streaming import model_identity
 from keras_bert_zoo.metrics import confusion_scores, entity_counts, entity_f1
 from keras_bert_zoo.saving.atomic import fsync_path
+from keras_bert_zoo.tasks.classifier.task import ClassificationTask
+from keras_bert_zoo.tasks.reranker.task import RerankingTask, ranked_path
+from keras_bert_zoo.tasks.tagger.task import TaggingTask
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
 

@@ -16,7 +16,7 @@ Python. Inputs and results per task:
   decoding as `kbz predict qa`).
 
 The tagger, reranker and question answerer build their task's dataset of the inputs and run
-what `kbz predict` runs on a file (`finetuning`): the same tags, scores and answers.
+what `kbz predict` runs on a file (`tasks.<task>.task`): the same tags, scores and answers.
 
 >>> predictor = kbz.jobs.load_predictor("runs/sst2", "classifier")
 >>> [predictor.decode(p) for p in predictor(["a fine film", ("premise", "hypothesis")])]
@@ -27,7 +27,6 @@ import dataclasses
 import functools
 from pathlib import Path
 
-from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs.embed import embed_window, load_embedder, warn_full
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
@@ -35,6 +34,7 @@ from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
+from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import bucketed_prediction
 
@@ -64,7 +64,7 @@ class Predictor:
 
     @functools.cached_property
     def behaviour(self):
-        """The task's behaviour (`finetuning`), which reads, runs and decodes raw inputs."""
+        """The task's behaviour (`tasks.models`), which reads, runs and decodes raw inputs."""
         return FINETUNING_TASKS[self.task].for_predictor(self.preprocessor, self.label_names)
 
     def __call__(self, inputs: list):

@@ -31,18 +31,18 @@ import numpy as np
 from keras_bert_zoo import ranking_metrics
 from keras_bert_zoo.data.rerank_reader import RankingData, RankingPair, read_ranking_tsv
 from keras_bert_zoo.finetuning.common import RAW_SOURCE, FinetuningTask
-from keras_bert_zoo.finetuning.hard_negatives import (
-    embedder_source,
-    embedding_function,
-    mine_hard_negatives,
-)
-from keras_bert_zoo.finetuning.query_groups import query_groups
 from keras_bert_zoo.finetuning.raw_data import column, ranking_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.saving.atomic import write_text
 from keras_bert_zoo.task_graphs import build_group_scorer, listwise_loss, reranker_loss
+from keras_bert_zoo.tasks.reranker.hard_negatives import (
+    embedder_source,
+    embedding_function,
+    mine_hard_negatives,
+)
+from keras_bert_zoo.tasks.reranker.query_groups import query_groups
 from keras_bert_zoo.tasks.reranker.spec import RERANKER
 from keras_bert_zoo.tokenization.arrays import packed_arrays, token_lists
 
