@@ -3,9 +3,8 @@
 Plain data, no Keras: `kbz --help`, export, presets, runtimes and the converters look a task
 up here (`get(name)`, `for_cli(cli_name)`, `specs()`) and read what differs between tasks
 from its spec's fields, so none of them writes a task name. Each task declares its spec in
-its own folder (`tasks/<task>/spec.py`); the built-in ones are the imports below, the only
-list of tasks in the package. A task of one's own is registered with `register(spec)`
-before its first use (its `tasks.model` subclass registers its model class).
+its own folder (`tasks/<task>/spec.py`); the built-in ones are the imports below, the list
+of tasks no other module repeats (`tasks.models` lists their Keras model classes).
 
 >>> kbz.tasks.registry.get("tagger").cli_name
 'tag'
