@@ -90,3 +90,22 @@ def test_an_alias_runs_its_task(monkeypatch):
     base = ["--preset", "p", "--train", "t", "--validation", "v", "--output", "o"]
     args = build_parser().parse_args(["finetune", "ner", *base])
     assert args.task == "tag" and registry.for_cli("ner").name == "tagger"
+
+
+def test_register_refuses_names_taken_and_get_lists_the_known():
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register(dataclasses.replace(TAGGER, cli_name="tag2"))  # its name is taken
+    with pytest.raises(ValueError, match=r"command-line names \['tag'\]"):
+        registry.register(dataclasses.replace(TAGGER, name="tagger2"))
+    with pytest.raises(ValueError, match=r"Unknown task 'nope'. Expected one of \['classifier'"):
+        registry.get("nope")
+    assert registry.get("tagger") is TAGGER and registry.find("encoder") is None
+    assert set(registry.names()) == set(SPECS) and "tagger2" not in SPECS
+
+
+def test_the_built_in_models_are_the_registered_tasks():
+    from keras_bert_zoo.tasks.models import TASK_MODELS
+
+    assert set(TASK_MODELS) == set(SPECS)
+    for name, model in TASK_MODELS.items():
+        assert model.behaviour.spec is registry.get(name) and model.task_name == name

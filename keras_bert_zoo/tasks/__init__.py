@@ -41,5 +41,6 @@ _EXPORTS = {
         )
     },
 }
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+_SUBMODULES = ("models", "registry", "spec")
+__all__ = sorted([*_EXPORTS, *_SUBMODULES])
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBMODULES)
