@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 import keras_bert_zoo as kbz  # noqa: E402
-from keras_bert_zoo.finetuning import FINETUNING_TASKS  # noqa: E402
+from keras_bert_zoo.tasks.models import FINETUNING_TASKS  # noqa: E402
 from keras_bert_zoo.training import batching, bucketed_prediction, create_optimizer  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"

@@ -88,8 +88,8 @@ def candidates(work: Path, data, args) -> dict:
     """candidates.tsv (the embedder's top 20 per held-out question) and its metrics."""
     import numpy as np  # noqa: PLC0415 - after the environment is set
 
-    from keras_bert_zoo.finetuning.hard_negatives import embedding_function  # noqa: PLC0415
     from keras_bert_zoo.ranking_metrics import ranking_scores  # noqa: PLC0415
+    from keras_bert_zoo.tasks.reranker.hard_negatives import embedding_function  # noqa: PLC0415
 
     pool = questions(HELDOUT_ARTICLES, data)
     sample = random.Random(args.seed).sample(pool, min(args.eval_questions, len(pool)))

@@ -196,7 +196,7 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
     import transformers
 
     import keras_bert_zoo as kbz
-    from keras_bert_zoo.finetuning import TaggingTask
+    from keras_bert_zoo.tasks.tagger.task import TaggingTask
     from keras_bert_zoo.training import batching, bucket_choice
 
     preprocessor = kbz.BertPreprocessor.from_preset(

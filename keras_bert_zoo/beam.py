@@ -29,7 +29,9 @@ from collections.abc import Iterable, Sequence
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from keras_bert_zoo.jobs.predictors import PREDICTOR_TASKS, Predictor, load_predictor
+from keras_bert_zoo.jobs.predictors import Predictor, load_predictor
+from keras_bert_zoo.tasks import registry
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 
 # Element lengths (characters) that separate Beam's batches: a batch of short texts is not
 # padded to a long one's length. Tokens are about a quarter of the characters in English.
@@ -59,14 +61,13 @@ class KbzModelHandler(ModelHandler):
     def __init__(
         self,
         model,
-        task: str = "embedder",
+        task: str = EMBEDDER.name,
         sequence_length: int | None = None,
         batch_size: int = 64,
         min_batch_size: int = 1,
         max_batch_size: int = 512,
     ):
-        if task not in PREDICTOR_TASKS:
-            raise ValueError(f"Unknown task {task!r}. Expected one of {list(PREDICTOR_TASKS)}.")
+        registry.get(task)  # an unknown task's error lists the known ones
         super().__init__()
         self._model, self._task = str(model), task
         self._sequence_length, self._batch_size = sequence_length, batch_size

@@ -1,12 +1,12 @@
 """Names a user picks from, importable without Keras or TensorFlow (the CLI's `--help`)."""
 
-from keras_bert_zoo.task_specs import SPECS
+from keras_bert_zoo.tasks.registry import SPECS
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")  # Keras dtype policies
 # tf.distribute strategies by name (TensorFlow), and Keras' DataParallel (JAX).
 STRATEGIES = ("none", "mirrored", "multi-worker", "tpu", "data-parallel")
 POOLING_MODES = ("mean", "cls", "max")  # sentence-embedding pooling (sentence-transformers' modes)
-# Per task (`keras_bert_zoo.task_specs`): the file `kbz finetune` / `kbz predict` write
+# Per task (`keras_bert_zoo.tasks.registry`): the file `kbz finetune` / `kbz predict` write
 # predictions to, and `kbz finetune TASK`'s (and `run_finetune`'s) schedule defaults.
 PREDICTION_FILES = {name: s.prediction_file for name, s in SPECS.items() if s.prediction_file}
 FINETUNE_DEFAULTS = {name: spec.defaults for name, spec in SPECS.items()}

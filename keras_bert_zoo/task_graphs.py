@@ -45,6 +45,11 @@ from keras_bert_zoo.layers.heads import SpanLogits
 from keras_bert_zoo.layers.pooling import SentencePooling, check_pooling
 from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.pretraining import build_pretrainer
+from keras_bert_zoo.tasks.classifier.spec import CLASSIFIER
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
+from keras_bert_zoo.tasks.question_answerer.spec import QUESTION_ANSWERER
+from keras_bert_zoo.tasks.reranker.spec import RERANKER
+from keras_bert_zoo.tasks.tagger.spec import TAGGER
 
 IGNORE_LABEL = -100  # label of positions that count for nothing (sub-words, [CLS], padding)
 
@@ -100,7 +105,7 @@ def build_classifier(
     }
     x = Dropout(dropout, name="classifier_dropout")(first_token_pooled_output(encoder))
     logits = _head(num_classes, "classifier_head", dtype="float32")(x)
-    return BertModel(encoder.input, logits, name=name, task="classifier", task_config=config)
+    return BertModel(encoder.input, logits, name=name, task=CLASSIFIER.name, task_config=config)
 
 
 def build_tagger(
@@ -122,7 +127,7 @@ def build_tagger(
     }
     x = Dropout(dropout, name="tagger_dropout")(encoder.output["sequence_output"])
     logits = _head(num_tags, "tagger_head", dtype="float32")(x)
-    return BertModel(encoder.input, logits, name=name, task="tagger", task_config=config)
+    return BertModel(encoder.input, logits, name=name, task=TAGGER.name, task_config=config)
 
 
 def build_question_answerer(
@@ -135,7 +140,7 @@ def build_question_answerer(
     scores = _head(2, "span_head")(encoder.output["sequence_output"])
     outputs = SpanLogits(name="span_logits")(scores, encoder.input["padding_mask"])
     outputs = {key: keras.layers.Identity(name=key)(value) for key, value in outputs.items()}
-    return BertModel(encoder.input, outputs, name=name, task="question_answerer")
+    return BertModel(encoder.input, outputs, name=name, task=QUESTION_ANSWERER.name)
 
 
 def build_embedder(
@@ -159,7 +164,7 @@ def build_embedder(
         encoder.output["sequence_output"], encoder.input["padding_mask"]
     )
     embeddings = keras.layers.Identity(name="embeddings", dtype="float32")(pooled)
-    return BertModel(encoder.input, embeddings, name=name, task="embedder", task_config=config)
+    return BertModel(encoder.input, embeddings, name=name, task=EMBEDDER.name, task_config=config)
 
 
 def build_reranker(
@@ -174,7 +179,7 @@ def build_reranker(
     config = {"dropout": check_rate("dropout", dropout)}
     x = Dropout(dropout, name="reranker_dropout")(first_token_pooled_output(encoder))
     logits = _head(1, "reranker_head", dtype="float32")(x)
-    return BertModel(encoder.input, logits, name=name, task="reranker", task_config=config)
+    return BertModel(encoder.input, logits, name=name, task=RERANKER.name, task_config=config)
 
 
 def reranker_loss() -> keras.losses.Loss:
@@ -264,11 +269,11 @@ def _encoder_task(encoder, **task_kwargs):
 TASKS = {
     "encoder": _encoder_task,
     "pretrainer": build_pretrainer,
-    "classifier": build_classifier,
-    "tagger": build_tagger,
-    "question_answerer": build_question_answerer,
-    "embedder": build_embedder,
-    "reranker": build_reranker,
+    CLASSIFIER.name: build_classifier,
+    TAGGER.name: build_tagger,
+    QUESTION_ANSWERER.name: build_question_answerer,
+    EMBEDDER.name: build_embedder,
+    RERANKER.name: build_reranker,
 }
 
 

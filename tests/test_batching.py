@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.finetuning import FINETUNING_TASKS
+from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 from keras_bert_zoo.training import batching, bucket_choice, bucketed_prediction
 
 DATA = Path(__file__).parent / "data" / "finetune"

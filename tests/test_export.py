@@ -12,7 +12,8 @@ import tensorflow as tf
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.export import export_saved_model
-from keras_bert_zoo.export.serving import SERVING_OUTPUTS
+from keras_bert_zoo.export.serving import SERVING
+from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.tokenization import BertPreprocessor, BertTokenizer
 
 LENGTH = 24
@@ -93,13 +94,14 @@ def exported(preprocessor, tmp_path_factory):
     requests, traces = {}, {}
     for name, (model, text) in models.items():
         with pytest.MonkeyPatch.context() as patch:  # counts the traces of `serving_default`
-            outputs = SERVING_OUTPUTS[name]
+            kind = registry.get(name).serving
+            outputs = SERVING[kind]
 
             def counted(*args, name=name, outputs=outputs, **kwargs):
                 traces[name] = traces.get(name, 0) + 1
                 return outputs(*args, **kwargs)
 
-            patch.setitem(SERVING_OUTPUTS, name, counted)
+            patch.setitem(SERVING, kind, counted)
             path = export_saved_model(
                 model,
                 root / name / "1",

@@ -13,8 +13,8 @@ import pytest
 from conftest import random_inputs, save_tiny_preset, tokenizer_path
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.jobs import embed
+from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching, bucketed_prediction
 

@@ -30,7 +30,8 @@ import numpy as np
 import pytest
 
 import keras_bert_zoo as kbz
-from keras_bert_zoo.finetuning import QuestionAnsweringTask, TaggingTask
+from keras_bert_zoo.tasks.question_answerer.task import QuestionAnsweringTask
+from keras_bert_zoo.tasks.tagger.task import TaggingTask
 from keras_bert_zoo.training import batching
 from keras_bert_zoo.training.optimizers import create_optimizer
 

@@ -19,10 +19,10 @@ import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.data import read_ranking_tsv
 from keras_bert_zoo.data.rerank_reader import RankingPair
-from keras_bert_zoo.finetuning.hard_negatives import mine_hard_negatives
-from keras_bert_zoo.finetuning.query_groups import query_groups
-from keras_bert_zoo.finetuning.reranking import RerankingTask
 from keras_bert_zoo.ranking_metrics import mrr_at_k, ranking_scores, recall_at_k
+from keras_bert_zoo.tasks.reranker.hard_negatives import mine_hard_negatives
+from keras_bert_zoo.tasks.reranker.query_groups import query_groups
+from keras_bert_zoo.tasks.reranker.task import RerankingTask
 
 FIXTURES = "tests/fixtures/rerank"
 HEADER = "query\tpassage\tlabel\n"

@@ -11,7 +11,8 @@ from keras_bert_zoo.cli import build_parser
 from keras_bert_zoo.cli.config_flags import config_from_args
 from keras_bert_zoo.jobs.config import FinetuneConfig, PretrainConfig
 from keras_bert_zoo.jobs.rundir import RunDirectory
-from keras_bert_zoo.task_specs import EMBEDDER, QUESTION_ANSWERER
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
+from keras_bert_zoo.tasks.question_answerer.spec import QUESTION_ANSWERER
 
 BASE = ["--preset", "p", "--train", "t", "--validation", "v", "--output", "o"]
 

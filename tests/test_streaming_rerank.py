@@ -19,11 +19,11 @@ from keras_bert_zoo import ranking_metrics
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.data.rerank_reader import read_ranking_tsv
 from keras_bert_zoo.finetuning.ranked_stream import pairs_path
-from keras_bert_zoo.finetuning.reranking import RerankingTask, ranked_path, write_scores
 from keras_bert_zoo.inference.outputs import progress_path
 from keras_bert_zoo.jobs import predict_stream
 from keras_bert_zoo.jobs.predict import run_predict
 from keras_bert_zoo.jobs.predictors import load_predictor
+from keras_bert_zoo.tasks.reranker.task import RerankingTask, ranked_path, write_scores
 
 
 def _pairs_tsv(path, count, seed=0, labelled=True, queries=40):

@@ -1,4 +1,4 @@
-"""One registry of tasks: the light specs (`task_specs`) and the behaviours (`finetuning`)
+"""One registry of tasks: the light specs (`tasks.registry`) and the behaviours (`finetuning`)
 name the same tasks, and everything that varies by task is read from them."""
 
 import argparse
@@ -6,10 +6,12 @@ import dataclasses
 
 import pytest
 
-from keras_bert_zoo import task_specs
 from keras_bert_zoo.cli import build_parser
 from keras_bert_zoo.cli.task_flags import FINETUNE_TASKS, PREDICT_TASKS
-from keras_bert_zoo.task_specs import SPECS, TAGGER, spec_for_cli
+from keras_bert_zoo.tasks import registry
+from keras_bert_zoo.tasks.registry import SPECS
+from keras_bert_zoo.tasks.registry import for_cli as spec_for_cli
+from keras_bert_zoo.tasks.tagger.spec import TAGGER
 
 
 def _subparser(parser, *names):
@@ -20,7 +22,7 @@ def _subparser(parser, *names):
 
 
 def test_behaviours_and_specs_name_the_same_tasks():
-    from keras_bert_zoo.finetuning import FINETUNING_TASKS
+    from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 
     assert set(FINETUNING_TASKS) == set(FINETUNE_TASKS.values())
     assert set(SPECS) == set(FINETUNING_TASKS)  # one engine for all, the embedder included
@@ -29,7 +31,7 @@ def test_behaviours_and_specs_name_the_same_tasks():
 
 
 def test_behaviour_defaults_are_the_specs_defaults():
-    from keras_bert_zoo.finetuning import FINETUNING_TASKS
+    from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 
     for task in FINETUNING_TASKS.values():
         fields = {f.name: f.default for f in dataclasses.fields(task)}
@@ -39,10 +41,10 @@ def test_behaviour_defaults_are_the_specs_defaults():
 
 
 def test_every_task_has_a_builder_a_serving_function_and_unique_names():
-    from keras_bert_zoo.export.serving import SERVING_OUTPUTS
+    from keras_bert_zoo.export.serving import SERVING
     from keras_bert_zoo.tasks import TASKS
 
-    assert set(SPECS) <= set(TASKS) and set(SPECS) <= set(SERVING_OUTPUTS)
+    assert set(SPECS) <= set(TASKS) and {s.serving for s in SPECS.values()} <= set(SERVING)
     cli_names = [n for s in SPECS.values() for n in (s.cli_name, *s.aliases)]
     assert len(cli_names) == len(set(cli_names))
     for spec in SPECS.values():
@@ -87,4 +89,23 @@ def test_an_alias_runs_its_task(monkeypatch):
     monkeypatch.setitem(SPECS, "tagger", dataclasses.replace(TAGGER, aliases=("ner",)))
     base = ["--preset", "p", "--train", "t", "--validation", "v", "--output", "o"]
     args = build_parser().parse_args(["finetune", "ner", *base])
-    assert args.task == "tag" and task_specs.spec_for_cli("ner").name == "tagger"
+    assert args.task == "tag" and registry.for_cli("ner").name == "tagger"
+
+
+def test_register_refuses_names_taken_and_get_lists_the_known():
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register(dataclasses.replace(TAGGER, cli_name="tag2"))  # its name is taken
+    with pytest.raises(ValueError, match=r"command-line names \['tag'\]"):
+        registry.register(dataclasses.replace(TAGGER, name="tagger2"))
+    with pytest.raises(ValueError, match=r"Unknown task 'nope'. Expected one of \['classifier'"):
+        registry.get("nope")
+    assert registry.get("tagger") is TAGGER and registry.find("encoder") is None
+    assert set(registry.names()) == set(SPECS) and "tagger2" not in SPECS
+
+
+def test_the_built_in_models_are_the_registered_tasks():
+    from keras_bert_zoo.tasks.models import TASK_MODELS
+
+    assert set(TASK_MODELS) == set(SPECS)
+    for name, model in TASK_MODELS.items():
+        assert model.behaviour.spec is registry.get(name) and model.task_name == name

@@ -25,7 +25,7 @@ anything is written, rather than exported as something transformers would comput
 import json
 from pathlib import Path
 
-from keras_bert_zoo.task_specs import SPECS
+from keras_bert_zoo.tasks.registry import SPECS
 
 # Our task -> (transformers architecture, rows `(our path, [hf names], rule)`, pooler used),
 # from each task spec's `huggingface` head.
@@ -56,13 +56,13 @@ def check_exportable_task(task: str, task_config: dict, source: str) -> None:
 
 def huggingface_task_fields(task: str, task_config: dict) -> dict:
     """transformers config fields of a task head: `num_labels`, `id2label`, `problem_type`."""
-    head = HEADS[task]
-    if head.label_count is None:  # a fixed width: span logits (start, end), one score
+    head, label_count = HEADS[task], SPECS[task].label_count
+    if label_count is None:  # a fixed width: span logits (start, end), one score
         fields = {"num_labels": head.num_labels, **head.fields}
         if "dropout" in head.settings:
             fields["classifier_dropout"] = task_config["dropout"]
         return fields
-    count = task_config[head.label_count]
+    count = task_config[label_count]
     names = task_config.get("label_names") or [_default_name(i) for i in range(count)]
     fields = {
         "num_labels": count,
@@ -131,13 +131,13 @@ def read_huggingface_task(config_path: Path, tensors: dict, source_file) -> tupl
         )
     count = int(weight.shape[0])
     task = _marked_task(task, config, count)
-    rows, head = TASK_HEADS[task][1], HEADS[task]
+    rows, head, label_count = TASK_HEADS[task][1], HEADS[task], SPECS[task].label_count
     dropout = config.get("classifier_dropout")
     dropout = config.get("hidden_dropout_prob", 0.1) if dropout is None else dropout
-    if head.label_count is None:
+    if label_count is None:
         return task, ({"dropout": dropout} if "dropout" in head.settings else {}), rows
     task_config = {"dropout": dropout, "label_names": _label_names(config, count, config_path)}
-    task_config[head.label_count] = count
+    task_config[label_count] = count
     if not head.problem_type:
         return task, task_config, rows
     problem = config.get("problem_type")

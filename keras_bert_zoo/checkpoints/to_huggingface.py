@@ -34,6 +34,7 @@ from keras_bert_zoo.saving.preset import (
     read_preset_directory,
     read_preset_weights,
 )
+from keras_bert_zoo.tasks import registry
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,8 @@ def _write(staging: Path, config, tensors: dict, model_class: str) -> None:
     }
     (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer, indent=2) + "\n")
     (staging / "special_tokens_map.json").write_text(json.dumps(_SPECIAL_TOKENS, indent=2) + "\n")
-    pooling = config.task_config if config.task == "embedder" else config.embedder
+    vectors = getattr(registry.find(config.task), "vectors", False)
+    pooling = config.task_config if vectors else config.embedder
     if pooling:
         write_sentence_transformers_files(staging, architecture, pooling, config.sequence_length)
 

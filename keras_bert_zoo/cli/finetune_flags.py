@@ -1,7 +1,7 @@
 """`kbz finetune`'s schedule flags, whose defaults depend on the task (argparse only).
 
 Each flag defaults to None on the command line (`FinetuneConfig` fills in the task's value
-from its spec, `keras_bert_zoo.task_specs`); `resolve` fills them in on the parsed flags too,
+from its spec, `keras_bert_zoo.tasks`); `resolve` fills them in on the parsed flags too,
 so that the commands see the values the run records, and `--help` lists them.
 """
 

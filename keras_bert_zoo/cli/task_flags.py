@@ -1,11 +1,13 @@
 """The subcommands of `kbz finetune TASK` and `kbz predict TASK`: each task's own flags,
-generated from its spec's options (`keras_bert_zoo.task_specs.TaskOption`).
+generated from its spec's options (`keras_bert_zoo.tasks.spec.TaskOption`).
 
 `kbz finetune tag --help` lists the tagger's flags with the tagger's defaults, and no other
 task's (argparse only; no heavy import).
 """
 
-from keras_bert_zoo.task_specs import SPECS, TaskOption, spec_for_cli
+from keras_bert_zoo.tasks.registry import SPECS
+from keras_bert_zoo.tasks.registry import for_cli as spec_for_cli
+from keras_bert_zoo.tasks.spec import TaskOption
 
 # `kbz finetune TASK` -> the task it trains with `jobs.finetune`: every task.
 FINETUNE_TASKS = {spec.cli_name: name for name, spec in SPECS.items()}

@@ -35,14 +35,13 @@ prediction_log_pb2 = require_tensorflow(
 )
 save_context = require_tensorflow("SavedModel export", "tensorflow.python.saved_model.save_context")
 
-from keras_bert_zoo.export.serving import SERVING_OUTPUTS, task_of  # noqa: E402
+from keras_bert_zoo.export.serving import serving_outputs, task_of  # noqa: E402
 from keras_bert_zoo.saving import ownership  # noqa: E402
 from keras_bert_zoo.saving.atomic import check_replaceable, staged_directory  # noqa: E402
-from keras_bert_zoo.task_specs import SPECS  # noqa: E402
+from keras_bert_zoo.tasks import registry  # noqa: E402
 
 logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("This is a warm-up request.", "Another short example sentence.")
-PAIR_TASKS = tuple(name for name, spec in SPECS.items() if spec.pair_input)
 
 
 def _version_directory(path, overwrite: bool) -> Path:
@@ -140,8 +139,9 @@ def export_saved_model(
         multi_label = bool(task_config.get("multi_label", False))
     if label_names is None:
         label_names = task_config.get("label_names")
-    pairs = task in PAIR_TASKS if pairs is None else bool(pairs)
-    names = SPECS[task].pair_names if task in SPECS else ("text", "text_pair")
+    spec = registry.find(task)  # None: an encoder
+    pairs = bool(spec and spec.pair_input) if pairs is None else bool(pairs)
+    names = spec.pair_names if spec else ("text", "text_pair")
     names = names if pairs else names[:1]
     length = preprocessor.sequence_length if preprocessor is not None else None
     # The model is not `track`ed: on TensorFlow, Keras' archive then saves every weight twice
@@ -164,7 +164,7 @@ def export_saved_model(
         options = dict(
             label_names=label_names, multi_label=multi_label, max_answer_length=max_answer_length
         )
-        outputs = SERVING_OUTPUTS[task]
+        outputs = serving_outputs(task)
         text_spec = tf.TensorSpec([None], tf.string)
 
         def serve_text(text):

@@ -1,15 +1,17 @@
-"""Serving outputs per task, as TensorFlow graph functions over raw strings.
+"""Serving outputs by kind, as TensorFlow graph functions over raw strings.
 
 Each function takes the model, the preprocessor and string tensors and returns the named
 outputs of `serving_default` (see `keras_bert_zoo.export`), among those its task's spec
-names (`keras_bert_zoo.task_specs.TaskSpec.serving_outputs`). The functions are TensorFlow
-graph code, so they live here rather than in the light spec; a task whose outputs are another
-task's (a one-logit scorer is a regression classifier) reuses that function in its entry.
+names (`keras_bert_zoo.tasks.spec.TaskSpec.serving_outputs`). A task's spec says which kind
+serves it (`TaskSpec.serving`: classes, tags, spans, vectors), so a task whose outputs are
+another's (a one-logit scorer is a regression classifier) names that kind and adds nothing
+here. The functions are TensorFlow graph code, so they live here rather than in the spec.
 """
 
 import keras
 
 from keras_bert_zoo.extras import require_tensorflow
+from keras_bert_zoo.tasks import registry
 
 tf = require_tensorflow("Export for serving (SavedModel, ONNX)")
 
@@ -22,7 +24,7 @@ def task_of(model: keras.Model) -> str:
             "Pretraining models are not served; export the encoder "
             "(kbz.from_preset(dir)) or a fine-tuned task model."
         )
-    if task not in SERVING_OUTPUTS:
+    if task != ENCODER and registry.find(task) is None:
         raise ValueError(
             f"Model '{model.name}' records no servable task (task={task!r}); export a model "
             "built by kbz.from_preset / kbz.build_* (a BertModel, which keeps its task), or "
@@ -130,11 +132,17 @@ def encoder_outputs(model, preprocessor, text, text_pair, **_):
     return model(_inputs(preprocessor, text, text_pair), training=False)
 
 
-SERVING_OUTPUTS = {
-    "classifier": classifier_outputs,
-    "tagger": tagger_outputs,
-    "question_answerer": question_answerer_outputs,
-    "encoder": encoder_outputs,
-    "embedder": embedder_outputs,
-    "reranker": classifier_outputs,  # one logit: `score`, each (query, passage) pair's
+ENCODER = "encoder"  # a bare encoder's task: its sequence and pooled outputs
+# `TaskSpec.serving` -> its function; a one-logit classes model serves `score`.
+SERVING = {
+    "classes": classifier_outputs,
+    "tags": tagger_outputs,
+    "spans": question_answerer_outputs,
+    "vectors": embedder_outputs,
+    ENCODER: encoder_outputs,
 }
+
+
+def serving_outputs(task: str):
+    """The serving function of a model of `task` (`task_of`)."""
+    return SERVING[ENCODER if task == ENCODER else registry.get(task).serving]

@@ -1,9 +1,9 @@
-"""The fine-tuning tasks' behaviour: task data from files to model inputs, and outputs back to
-predictions, metrics and files (what a task is, as data: `keras_bert_zoo.task_specs`).
+"""What the fine-tuning tasks share (each task itself is a folder of `keras_bert_zoo.tasks`).
 
-- `registry`: `FINETUNING_TASKS`, the behaviour classes keyed by the model's task name;
-- `common`: the `FinetuningTask` protocol they follow, and batched tokenization;
-- `classifier`, `tagger`, `question_answerer`, `reranking`, `embedding`: one module per task;
+- `common`: the `FinetuningTask` protocol each task's behaviour follows, and batched
+  tokenization;
+- `task_model`, `task_training`, `raw_data`: the `TaskModel` base of the task models (`fit`,
+  `predict` on raw data with the defaults of `kbz finetune`), and its raw-data checks;
 - `prediction_files`: the prediction files the tasks write, and warnings for degenerate
   predictions; `truncation`: warnings for inputs cut to the sequence length.
 """
@@ -11,12 +11,8 @@ predictions, metrics and files (what a task is, as data: `keras_bert_zoo.task_sp
 from keras_bert_zoo._lazy import lazy_attributes
 
 _EXPORTS = {
-    "FINETUNING_TASKS": "keras_bert_zoo.finetuning.registry",
     "FinetuningTask": "keras_bert_zoo.finetuning.common",
-    "ClassificationTask": "keras_bert_zoo.finetuning.classifier",
-    "EmbeddingTask": "keras_bert_zoo.finetuning.embedding",
-    "TaggingTask": "keras_bert_zoo.finetuning.tagger",
-    "QuestionAnsweringTask": "keras_bert_zoo.finetuning.question_answerer",
+    "TaskModel": "keras_bert_zoo.finetuning.task_model",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

@@ -5,7 +5,7 @@ A task's behaviour turns reader output (`keras_bert_zoo.data`) into arrays the t
 takes (`arrays`), model outputs into predictions (`predict`), predictions into the task's
 metrics (`metrics`, `keras_bert_zoo.metrics`) and prediction files (`write_predictions`), as
 the `Task` classes of TF Model Garden's `official/nlp/tasks` do; its names, defaults and flags
-are its spec (`keras_bert_zoo.task_specs`). The tokenizer runs in batches over all texts (or
+are its spec (`keras_bert_zoo.tasks.spec`). The tokenizer runs in batches over all texts (or
 unique words) at once, never once per string.
 """
 
@@ -16,6 +16,7 @@ from keras_bert_zoo.tokenization.arrays import token_lists as batched  # any bac
 from keras_bert_zoo.training import batching, bucket_choice
 
 logger = logging.getLogger(__name__)
+RAW_SOURCE = "<inputs>"  # the "file" named by warnings about inputs given in memory
 
 __all__ = ["FinetuningTask", "batched", "specials"]
 
@@ -110,6 +111,32 @@ class FinetuningTask:
         (`kept_epoch`, `history`, `steps`, and `before` with `validates_before`): by default
         the results, and in the file also the kept epoch and the history."""
         return results, {**results, "kept_epoch": run["kept_epoch"], "history": run["history"]}
+
+    # Raw inputs given in memory, a list at a time (`jobs.predictors`, Beam, streaming).
+    @classmethod
+    def for_predictor(cls, preprocessor, label_names):
+        """The behaviour that decodes a loaded model's outputs, given its label names."""
+        return cls(preprocessor)
+
+    def raw_arrays(self, inputs: list, label_names):
+        """`(dataset, model inputs, extra, full rows)` of raw inputs: their dataset
+        (`raw_dataset`) and its arrays; `full rows`: the inputs that fill every token
+        position, where the task reports them."""
+        dataset = self.raw_dataset(inputs, label_names)
+        x, _, extra = self.arrays(dataset)
+        return dataset, x, extra, []
+
+    def raw_dataset(self, inputs: list, label_names):
+        """The task's dataset of raw inputs, as its reader gives for a file of them."""
+        raise NotImplementedError
+
+    def raw_results(self, dataset, predictions) -> list:
+        """One result per raw input, from `predict`'s predictions."""
+        return predictions
+
+    def decode(self, output, label_names):
+        """One input's result in plain Python: by default its score."""
+        return {"score": float(output)}
 
     def evaluate(self, dataset, outputs, extra, warn=True):
         return self.metrics(dataset, self.predict(dataset, outputs, extra), warn)

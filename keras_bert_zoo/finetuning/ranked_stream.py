@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from keras_bert_zoo import ranking_metrics
-from keras_bert_zoo.finetuning.reranking import (
+from keras_bert_zoo.inference.outputs import TextRows
+from keras_bert_zoo.saving.atomic import staged_file
+from keras_bert_zoo.tasks.reranker.task import (
     ranked_header,
     ranked_row,
     scored_row,
     warn_unanswered,
 )
-from keras_bert_zoo.inference.outputs import TextRows
-from keras_bert_zoo.saving.atomic import staged_file
 
 # Each query's pairs, best first: groups in order of their first line, ties in input order.
 _RANKED = """

@@ -5,7 +5,7 @@ keras-hub's pattern (the task is the model), with what `kbz finetune` adds: each
 a `BertModel` holding its `preprocessor`, so `fit`, `evaluate` and `predict` take raw data
 (texts, word lists, question/context dicts) on every backend, and `save` / `kbz.load_model`
 keep the preprocessor, the label names and the task's options. Raw data goes through the
-task's behaviour (`finetuning.<task>`: tokenization, label alignment, SQuAD windows, decoding),
+task's behaviour (`tasks.<task>.task`: tokenization, label alignment, SQuAD windows, decoding),
 the same object `kbz finetune` uses, and trains on the same length-bucketed batches
 (`training.batching`) with the same defaults (AdamW on warmup + linear decay, clip 1.0, the
 task's learning rate, batch size and epochs from its spec). Pre-tokenized dicts of

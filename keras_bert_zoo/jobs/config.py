@@ -12,7 +12,7 @@ resume. No Keras here: `kbz --help` imports this module.
 import dataclasses
 
 from keras_bert_zoo.choices import PRECISIONS, STRATEGIES, finetune_settings
-from keras_bert_zoo.task_specs import SPECS
+from keras_bert_zoo.tasks import registry
 
 # Groups of fields that several configs (and commands' flags) share.
 SCHEDULE = ("epochs", "batch_size", "sequence_length", "learning_rate", "warmup_fraction")
@@ -115,11 +115,11 @@ _OVERWRITE = (
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig(RunConfig):
     """A `kbz finetune TASK` run, any task (`jobs.finetune.finetune`). The schedule fields
-    left None take the task's defaults (`task_specs`; a LoRA run's learning rate
+    left None take the task's defaults (`tasks.registry`; a LoRA run's learning rate
     `choices.LORA_LEARNING_RATE`) when the config is made; the task's own options (the
     embedder's `scale`, ...) are `task_options`."""
 
-    task: str = setting(help="the task (`keras_bert_zoo.task_specs.SPECS`)", flag=False)
+    task: str = setting(help="the task (`keras_bert_zoo.tasks.registry`)", flag=False)
     preset: str = setting(help="preset name or directory")
     train: str = setting(help="the training file")
     validation: str = setting(help="a file of the same format")
@@ -198,9 +198,9 @@ class FinetuneConfig(RunConfig):
     )
 
     def __post_init__(self):
-        if self.task not in SPECS:  # the job refuses the tasks it does not run, by name
+        if registry.find(self.task) is None:  # the job refuses the tasks it does not run
             raise ValueError(
-                f"Unknown fine-tuning task {self.task!r}. Expected one of {sorted(SPECS)}."
+                f"Unknown fine-tuning task {self.task!r}. Expected one of {registry.names()}."
             )
         _resolve_schedule(self, self.task)
         # Here, so the command line answers before it imports Keras (`cli.main`).

@@ -24,6 +24,7 @@ from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import batching, bucketed_prediction
@@ -37,7 +38,7 @@ def load_embedder(model, sequence_length: int | None = None, **task_kwargs):
     >>> embedder, pre = kbz.jobs.load_embedder("minilm_preset")
     """
     source, preprocessor = embedding_preprocessor(model, sequence_length)
-    return from_preset(source, task="embedder", **task_kwargs), preprocessor
+    return from_preset(source, task=EMBEDDER.name, **task_kwargs), preprocessor
 
 
 def embedding_preprocessor(model, sequence_length: int | None = None):
@@ -145,7 +146,7 @@ def run_embed(
         raise ValueError(f"--output must be a .npy file. Received: {output}")
     check_positive_int("batch_size", batch_size)
     check_positive_int("window", window)
-    check_runtime(runtime, precision, model, "embedder")
+    check_runtime(runtime, precision, model, EMBEDDER.name)
     check_apart({"--output": output}, {"--input": input, "--model": model})
     path = input_file("--input", input, "a text file, one text per line")
     rows = count_lines(path)
@@ -155,7 +156,7 @@ def run_embed(
     sample = None  # int8 only: the rows it calibrates on and is checked against float32 with
     if precision != DEFAULT_PRECISION:
         sample = _packed(preprocessor, _first_lines(path, _SAMPLE_ROWS))
-    embedder = load_runner(source, "embedder", runtime, precision, sample=sample)
+    embedder = load_runner(source, EMBEDDER.name, runtime, precision, sample=sample)
     width = _width(embedder, preprocessor)
     length = preprocessor.sequence_length
     identity = {

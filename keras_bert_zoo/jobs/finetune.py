@@ -20,7 +20,6 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS, TASK_MODELS
 from keras_bert_zoo.jobs.checks import (
     check_apart,
     check_length,
@@ -39,6 +38,7 @@ from keras_bert_zoo.presets.sources import is_run_directory
 from keras_bert_zoo.saving.adapters import save_lora_weights
 from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
+from keras_bert_zoo.tasks.models import FINETUNING_TASKS, TASK_MODELS
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import batching, bucketed_prediction
 from keras_bert_zoo.training.distributed import get_strategy, keeps_global_policy, set_precision

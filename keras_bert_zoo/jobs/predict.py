@@ -9,13 +9,13 @@ returned too. The model runs in Keras or, exported once, in ONNX Runtime or Open
 float32 or int8 (`keras_bert_zoo.runtimes`); every task decodes the outputs the same way.
 """
 
-from keras_bert_zoo.finetuning.registry import FINETUNING_TASKS
 from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW
 from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
 from keras_bert_zoo.jobs.predict_stream import stream_predictions, streams
 from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
+from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 from keras_bert_zoo.training import bucketed_prediction
 
 

@@ -27,7 +27,6 @@ from keras_bert_zoo.data.readers import (
     tsv_fields,
 )
 from keras_bert_zoo.data.rerank_reader import ranking_header, ranking_pairs
-from keras_bert_zoo.finetuning.classifier import ClassificationTask
 from keras_bert_zoo.finetuning.prediction_files import (
     classification_header,
     classification_rows,
@@ -35,8 +34,6 @@ from keras_bert_zoo.finetuning.prediction_files import (
     warn_if_collapsed_counts,
 )
 from keras_bert_zoo.finetuning.ranked_stream import ScoredRows, pairs_path
-from keras_bert_zoo.finetuning.reranking import ranked_path
-from keras_bert_zoo.finetuning.tagger import TaggingTask
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.inference.outputs import StreamOutput, Tallied, TextRows, partial_path
 from keras_bert_zoo.inference.streaming import Progress, stream
@@ -44,6 +41,9 @@ from keras_bert_zoo.jobs.predictors import Predictor
 from keras_bert_zoo.jobs.streaming import model_identity
 from keras_bert_zoo.metrics import confusion_scores, entity_counts, entity_f1
 from keras_bert_zoo.saving.atomic import fsync_path
+from keras_bert_zoo.tasks.classifier.task import ClassificationTask
+from keras_bert_zoo.tasks.reranker.task import RerankingTask, ranked_path
+from keras_bert_zoo.tasks.tagger.task import TaggingTask
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
 
@@ -51,9 +51,9 @@ from keras_bert_zoo.training import bucketed_prediction
 def streams(predictor: Predictor, job, input) -> bool:
     """Whether `kbz predict` streams `input`: a classifier's TSV (a regression's only without
     its label column), a CoNLL file, or a reranker's pairs, labelled or not."""
-    if predictor.task in ("reranker", "tagger"):
+    if isinstance(job, (RerankingTask, TaggingTask)):
         return True
-    if predictor.task != "classifier":
+    if not isinstance(job, ClassificationTask):
         return False
     return predictor.label_names is not None or job.label_column not in first_line(input).split(
         "\t"
@@ -62,9 +62,9 @@ def streams(predictor: Predictor, job, input) -> bool:
 
 def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
     """`(prediction files, metrics)` of a file `streams` accepts, written a window at a time."""
-    if predictor.task == "reranker":
+    if isinstance(job, RerankingTask):
         return stream_scores(model, predictor, job, input, output, window, restart)
-    if predictor.task == "classifier":
+    if isinstance(job, ClassificationTask):
         return stream_classifications(model, predictor, job, input, output, window, restart)
     return stream_tags(model, predictor, input, output, window, restart)
 
@@ -110,7 +110,7 @@ def stream_classifications(
     from a confusion matrix added up window by window (kept with each commit)."""
     names, columns = predictor.label_names, tuple(job.text_columns)
     lines, labelled = count_lines(input), job.label_column in first_line(input).split("\t")
-    identity = _identity("classifier", model, predictor, window, text_columns=list(columns))
+    identity = _identity(job.spec.name, model, predictor, window, text_columns=list(columns))
     writer = TextRows(lambda start, p: classification_rows(p, names, start))
     writer.header = classification_header(names)
     size = len(names or [])
@@ -194,7 +194,7 @@ def stream_tags(model, predictor: Predictor, input, output, window: int, restart
             yield sentence, source.mark()
 
     writer = Tallied(TextRows(conll), 3) if labelled else TextRows(conll)
-    identity = _identity("tagger", model, predictor, window)
+    identity = _identity(job.spec.name, model, predictor, window)
     with StreamOutput(output, identity, writer, restart) as out:
         rows = stream(records(LineSource(input)), tag, out, window, Progress(None, out.rows, "tag"))
     warn_truncated(input, "sentences", truncated, rows, length)
@@ -227,7 +227,7 @@ def stream_scores(model, predictor: Predictor, job, input, output, window: int, 
             yield pair, source.mark()
 
     writer = ScoredRows(header, pairs_path(output))
-    identity = _identity("reranker", model, predictor, window)
+    identity = _identity(job.spec.name, model, predictor, window)
     with StreamOutput(output, identity, writer, restart) as out:
         progress = Progress(count_lines(input) - 1, out.rows, "rerank")
         rows = stream(records(LineSource(input)), score, out, window, progress)

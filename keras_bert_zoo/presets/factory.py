@@ -16,7 +16,8 @@ from keras_bert_zoo.saving.preset import PresetConfig, read_preset_weights
 from keras_bert_zoo.saving.vocabulary import load_vocabulary
 from keras_bert_zoo.saving.weights import assign_weights, draw_again
 from keras_bert_zoo.task_graphs import build_task, check_task
-from keras_bert_zoo.task_specs import SPECS
+from keras_bert_zoo.tasks import registry
+from keras_bert_zoo.tasks.registry import SPECS
 
 _TASKS_WITHOUT_POOLER = tuple(name for name, spec in SPECS.items() if not spec.pooler)
 # Presets whose task is not what people load them for: a checkpoint's MLM/NSP heads.
@@ -123,7 +124,7 @@ def from_preset(
     same_task = task == config.task
     if same_task:
         task_kwargs = {**config.task_config, **task_kwargs}
-    elif task == "embedder":
+    elif getattr(registry.find(task), "vectors", False):  # the preset's recorded pooling
         task_kwargs = {**config.embedder, **task_kwargs}
     model = build_task(task, encoder, **task_kwargs)
     if load_weights:

@@ -26,6 +26,7 @@ from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.runtimes import PRECISIONS, RUNTIMES, cache, quality
 from keras_bert_zoo.runtimes.runners import EXPORT_CONFIG, OnnxRunner, OpenVinoRunner
+from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.training import bucketed_prediction
 from keras_bert_zoo.training.batching import real_lengths
 from keras_bert_zoo.training.processes import is_chief
@@ -234,7 +235,7 @@ def _held_out_outputs(runner, sample, rows, task: str):
     x = _rows(sample, chosen)
     length = x["token_ids"].shape[1]
     buckets = bucketed_prediction.prediction_buckets(runner, length)
-    sequence_outputs = task in ("tagger", "question_answerer")
+    sequence_outputs = getattr(registry.find(task), "sequence_outputs", False)
     outputs = bucketed_prediction.predict(runner, x, 32, buckets, sequence_outputs)
     return chosen, outputs, held
 

@@ -20,6 +20,7 @@ import logging
 import numpy as np
 
 from keras_bert_zoo.console import status
+from keras_bert_zoo.tasks import registry
 
 logger = logging.getLogger(__name__)
 CALIBRATION_ROWS, HELD_OUT_ROWS = 300, 200
@@ -39,19 +40,22 @@ def split_rows(count: int, calibrate: bool, seed: int = 0) -> tuple[np.ndarray, 
 
 
 def agreement(task: str, reference, quantized, inputs: dict) -> dict:
-    """`{"metric", "agreement", ...}` of `quantized` outputs against `reference` (float32)."""
-    if task == "embedder":
+    """`{"metric", "agreement", ...}` of `quantized` outputs against `reference` (float32).
+
+    What is compared follows the task's spec (`tasks.registry`): vectors, per-token outputs
+    (span logits, tags) or one output per input; "encoder" (no task) its pooled vectors."""
+    spec = registry.find(task)
+    if spec is not None and spec.vectors:
         return _retrieval(np.asarray(reference), np.asarray(quantized))
-    if task == "question_answerer":
+    per_token = spec is not None and spec.sequence_outputs
+    if per_token and isinstance(reference, dict):  # span logits: each output's argmax
         mask = np.asarray(inputs["padding_mask"]) > 0
-        same = [
-            _argmax_same(reference[k], quantized[k], mask) for k in ("start_logits", "end_logits")
-        ]
+        same = [_argmax_same(reference[k], quantized[k], mask) for k in reference]
         return {"metric": "start/end argmax agreement", "agreement": float(np.mean(same))}
     if isinstance(reference, dict):  # an encoder's outputs: how close its pooled vectors stay
         return _retrieval(np.asarray(reference["pooled_output"]), quantized["pooled_output"])
     reference, quantized = np.asarray(reference), np.asarray(quantized)
-    if task == "tagger":
+    if per_token:
         mask = np.asarray(inputs["padding_mask"]) > 0
         return {"metric": "tag agreement", "agreement": _argmax_same(reference, quantized, mask)}
     if reference.shape[-1] == 1:

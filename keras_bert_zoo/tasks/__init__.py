@@ -1,9 +1,9 @@
-"""The fine-tuning tasks, as `kbz.tasks`: the task graphs, their losses and the task
-vocabulary (`TASKS`, `build_task`), re-exported lazily from `keras_bert_zoo.task_graphs`.
-
-This package is where each task's folder (`tasks/<task>/`: spec, model class, reader,
-metrics, serving outputs) is meant to live; see `docs/adding-a-task.md` for where a task's
-pieces are today.
+"""The fine-tuning tasks, as `kbz.tasks`: one folder per task (`tasks/<task>/`: `spec.py`,
+what the task is as data; `task.py`, its behaviour and its Keras model), the registry of
+their specs (`registry`, no Keras) and of their models (`models`: `TASK_MODELS`,
+`FINETUNING_TASKS`), and the task graphs and losses (`TASKS`, `build_task`, ...),
+re-exported lazily from `keras_bert_zoo.task_graphs`. `docs/adding-a-task.md` says how a
+task is added.
 
 >>> model = kbz.tasks.build_task("classifier", encoder, num_classes=3)
 >>> model.compile("adam", kbz.tasks.classifier_loss(3))
@@ -12,29 +12,35 @@ pieces are today.
 from keras_bert_zoo._lazy import lazy_attributes
 
 _GRAPHS = "keras_bert_zoo.task_graphs"
+_MODELS = "keras_bert_zoo.tasks.models"
 _EXPORTS = {
-    name: _GRAPHS
-    for name in (
-        "IGNORE_LABEL",
-        "TASKS",
-        "SpanLoss",
-        "TokenCrossentropy",
-        "build_classifier",
-        "build_contrastive_trainer",
-        "build_embedder",
-        "build_group_scorer",
-        "build_question_answerer",
-        "build_reranker",
-        "build_tagger",
-        "build_task",
-        "check_task",
-        "classifier_loss",
-        "in_batch_negatives_loss",
-        "listwise_loss",
-        "question_answerer_loss",
-        "reranker_loss",
-        "tagger_loss",
-    )
+    "FINETUNING_TASKS": _MODELS,
+    "TASK_MODELS": _MODELS,
+    **{
+        name: _GRAPHS
+        for name in (
+            "IGNORE_LABEL",
+            "TASKS",
+            "SpanLoss",
+            "TokenCrossentropy",
+            "build_classifier",
+            "build_contrastive_trainer",
+            "build_embedder",
+            "build_group_scorer",
+            "build_question_answerer",
+            "build_reranker",
+            "build_tagger",
+            "build_task",
+            "check_task",
+            "classifier_loss",
+            "in_batch_negatives_loss",
+            "listwise_loss",
+            "question_answerer_loss",
+            "reranker_loss",
+            "tagger_loss",
+        )
+    },
 }
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+_SUBMODULES = ("models", "registry", "spec")
+__all__ = sorted([*_EXPORTS, *_SUBMODULES])
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, _SUBMODULES)

@@ -6,6 +6,7 @@ The implementation (Keras, TensorFlow, tf2onnx) is imported when the command run
 from pathlib import Path
 
 from keras_bert_zoo.cli.common import SAVED_MODEL_LOADING
+from keras_bert_zoo.tasks import registry
 
 
 def add_parser(subcommands) -> None:
@@ -47,7 +48,7 @@ def add_parser(subcommands) -> None:
     )
     export.add_argument(
         "--task",
-        choices=("encoder", "embedder"),
+        choices=("encoder", registry.vectors_task()),
         default=None,
         help="export a preset directory as this task instead of its own (default: the "
         "preset's task; embedder for a converted sentence-transformers preset)",
@@ -60,8 +61,9 @@ def export_task(config, requested: str | None) -> str:
     `embedder` for an encoder preset that records sentence-transformers pooling (converted
     from a sentence-transformers directory: what its users want is the sentence vector)."""
     if requested is None:
-        return "embedder" if config.task == "encoder" and config.embedder else config.task
-    if requested not in (config.task, "encoder", "embedder"):  # argparse limits the choices
+        vectors = config.task == "encoder" and config.embedder
+        return registry.vectors_task() if vectors else config.task
+    if requested not in (config.task, "encoder", registry.vectors_task()):  # argparse's choices
         raise ValueError(f"--task {requested} does not fit a {config.task} preset.")
     return requested
 

@@ -1,5 +1,5 @@
 """`kbz finetune TASK`: one subcommand per task, whose flags are `FinetuneConfig`'s fields
-(`jobs.config`) and the task's own options (`task_specs`); every task runs `jobs.finetune`."""
+(`jobs.config`) and the task's own options (`tasks.registry`); every task runs `jobs.finetune`."""
 
 import json
 from pathlib import Path
@@ -16,7 +16,7 @@ from keras_bert_zoo.cli.task_flags import (
     finetune_options,
 )
 from keras_bert_zoo.jobs.config import CHECKPOINTS, LORA, SCHEDULE, FinetuneConfig
-from keras_bert_zoo.task_specs import SPECS
+from keras_bert_zoo.tasks.registry import SPECS
 
 # The flags in `--help`'s order: the run's files and schedule, its devices, the rest.
 FLAGS = (

@@ -29,21 +29,21 @@ import keras
 import numpy as np
 
 from keras_bert_zoo import ranking_metrics
-from keras_bert_zoo.data.rerank_reader import RankingData, read_ranking_tsv
-from keras_bert_zoo.finetuning.common import FinetuningTask
-from keras_bert_zoo.finetuning.hard_negatives import (
-    embedder_source,
-    embedding_function,
-    mine_hard_negatives,
-)
-from keras_bert_zoo.finetuning.query_groups import query_groups
+from keras_bert_zoo.data.rerank_reader import RankingData, RankingPair, read_ranking_tsv
+from keras_bert_zoo.finetuning.common import RAW_SOURCE, FinetuningTask
 from keras_bert_zoo.finetuning.raw_data import column, ranking_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.saving.atomic import write_text
 from keras_bert_zoo.task_graphs import build_group_scorer, listwise_loss, reranker_loss
-from keras_bert_zoo.task_specs import RERANKER
+from keras_bert_zoo.tasks.reranker.hard_negatives import (
+    embedder_source,
+    embedding_function,
+    mine_hard_negatives,
+)
+from keras_bert_zoo.tasks.reranker.query_groups import query_groups
+from keras_bert_zoo.tasks.reranker.spec import RERANKER
 from keras_bert_zoo.tokenization.arrays import packed_arrays, token_lists
 
 logger = logging.getLogger(__name__)
@@ -245,6 +245,11 @@ class RerankingTask(FinetuningTask):
     def loss(self, dataset):
         return listwise_loss() if self.ranking_loss == "listwise" else reranker_loss()
 
+    def raw_dataset(self, inputs: list, label_names):
+        """`(query, passage)` pairs."""
+        pairs = [RankingPair(str(q), str(p), None, n) for n, (q, p) in enumerate(inputs, 1)]
+        return RankingData(RAW_SOURCE, pairs)
+
     def predict(self, dataset, outputs, extra):
         """Each pair's score: its relevance logit."""
         return np.asarray(outputs, np.float64).reshape(-1)
@@ -280,7 +285,7 @@ class BertReranker(TaskModel):
     [('Paris is the capital.', 4.1), ('Lyon is a city.', -2.3)]
     """
 
-    task_name = "reranker"
+    task_name = RERANKER.name
     behaviour = RerankingTask
 
     def raw_data(self, x, y=None):

@@ -7,13 +7,13 @@ import keras
 import numpy as np
 
 from keras_bert_zoo import data, metrics
-from keras_bert_zoo.finetuning.common import FinetuningTask, batched, specials
+from keras_bert_zoo.finetuning.common import RAW_SOURCE, FinetuningTask, batched, specials
 from keras_bert_zoo.finetuning.prediction_files import warn_if_all_outside, write_conll
 from keras_bert_zoo.finetuning.raw_data import tagging_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import warn_truncated
 from keras_bert_zoo.task_graphs import tagger_loss
-from keras_bert_zoo.task_specs import TAGGER
+from keras_bert_zoo.tasks.tagger.spec import TAGGER
 
 
 @dataclasses.dataclass
@@ -66,6 +66,20 @@ class TaggingTask(FinetuningTask):
         words = np.mean([len(s.words) for s in dataset.sentences]) if dataset.sentences else 1
         return tagger_loss(labelled_per_sequence=float(words))
 
+    def raw_dataset(self, inputs: list, label_names):
+        """Texts (split at whitespace) or word lists."""
+        sentences = [
+            data.TaggedSentence(i.split() if isinstance(i, str) else list(i), [], n)
+            for n, i in enumerate(inputs, 1)
+        ]
+        return data.TaggingData(RAW_SOURCE, sentences, list(label_names), [])
+
+    def raw_results(self, dataset, predictions) -> list:
+        return [(s.words, tags) for s, tags in zip(dataset.sentences, predictions, strict=True)]
+
+    def decode(self, output, label_names):
+        return {"words": list(output[0]), "tags": list(output[1])}
+
     def predict(self, dataset, outputs, word_index):
         """The predicted tag (its name) of every word of every sentence."""
         predicted = data.word_predictions(
@@ -103,7 +117,7 @@ class BertTagger(TaskModel):
     [['O', 'O', 'B-LOC']]
     """
 
-    task_name = "tagger"
+    task_name = TAGGER.name
     behaviour = TaggingTask
 
     @classmethod

@@ -23,6 +23,7 @@ from keras_bert_zoo.layers.common import check_positive_int
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training import bucketed_prediction
@@ -52,7 +53,7 @@ def embedding_function(source, batch_size: int = 64) -> Callable[[list[str]], np
     model's `max_seq_length`), else the default (`presets.sources.run_sequence_length`)."""
     source, settings = embedder_source(source)
     length = run_sequence_length(source, settings=settings)
-    embedder = from_preset(source, task="embedder")
+    embedder = from_preset(source, task=EMBEDDER.name)
     preprocessor = BertPreprocessor.from_preset(source, sequence_length=length)
     buckets = bucketed_prediction.prediction_buckets(embedder, length)
 

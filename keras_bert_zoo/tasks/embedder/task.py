@@ -27,7 +27,7 @@ from keras_bert_zoo.finetuning.raw_data import pairs_data, texts_or_pairs
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.task_graphs import build_contrastive_trainer, in_batch_negatives_loss
-from keras_bert_zoo.task_specs import EMBEDDER
+from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 from keras_bert_zoo.training.distinct_batches import DistinctBatchSchedule
 
@@ -92,6 +92,9 @@ class EmbeddingTask(FinetuningTask):
     def loss(self, dataset):
         return in_batch_negatives_loss()
 
+    def decode(self, output, label_names):
+        return np.asarray(output, np.float32)
+
     def predict(self, dataset, outputs, extra):
         """The rank of each query's positive among all distinct positives (1 = first)."""
         count, targets = extra
@@ -132,7 +135,7 @@ class BertEmbedder(TaskModel):
     >>> vectors = embedder.encode(["A sentence.", "Another one."])  # float32 [2, 384]
     """
 
-    task_name = "embedder"
+    task_name = EMBEDDER.name
     behaviour = EmbeddingTask
 
     def raw_data(self, x, y=None):

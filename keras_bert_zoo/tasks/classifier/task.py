@@ -14,7 +14,7 @@ from keras_bert_zoo.finetuning.raw_data import classification_data, column
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.task_graphs import classifier_loss
-from keras_bert_zoo.task_specs import CLASSIFIER
+from keras_bert_zoo.tasks.classifier.spec import CLASSIFIER
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 
 
@@ -112,6 +112,25 @@ class ClassificationTask(FinetuningTask):
         names = None if self.regression else dataset.label_names
         return write_classifications(path, predictions, names)
 
+    @classmethod
+    def for_predictor(cls, preprocessor, label_names):
+        return cls(preprocessor, regression=label_names is None)
+
+    def raw_arrays(self, inputs: list, label_names):
+        """Texts or `(text, text)` pairs, packed with no dataset; their full rows counted."""
+        pairs = [tuple(i) if isinstance(i, (tuple, list)) else (i,) for i in inputs]
+        if len({len(p) for p in pairs}) > 1:
+            raise ValueError("Pass texts or (text, text) pairs to a classifier, not a mix.")
+        second = [p[1] for p in pairs] if pairs and len(pairs[0]) == 2 else None
+        x = packed_arrays(self.preprocessor, [p[0] for p in pairs], second)
+        return None, x, None, list(full_rows(x["padding_mask"]))
+
+    def decode(self, output, label_names):
+        if label_names is None:  # a regression
+            return {"score": float(output)}
+        scores = {name: float(p) for name, p in zip(label_names, output, strict=True)}
+        return {"label": label_names[int(np.argmax(output))], "scores": scores}
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertClassifier(TaskModel):
@@ -127,7 +146,7 @@ class BertClassifier(TaskModel):
     ['pos']
     """
 
-    task_name = "classifier"
+    task_name = CLASSIFIER.name
     behaviour = ClassificationTask
 
     @classmethod

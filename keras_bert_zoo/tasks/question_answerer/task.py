@@ -13,7 +13,7 @@ from keras_bert_zoo.finetuning.prediction_files import NBEST_FILE, write_squad
 from keras_bert_zoo.finetuning.raw_data import column, squad_examples
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.task_graphs import question_answerer_loss
-from keras_bert_zoo.task_specs import QUESTION_ANSWERER
+from keras_bert_zoo.tasks.question_answerer.spec import QUESTION_ANSWERER
 
 _DEFAULT = QUESTION_ANSWERER.default
 
@@ -51,6 +51,19 @@ class QuestionAnsweringTask(FinetuningTask):
 
     def loss(self, examples):
         return question_answerer_loss()
+
+    def raw_dataset(self, inputs: list, label_names):
+        """`{"question", "context"}` dicts."""
+        return [
+            data.SquadExample(str(n), i["question"], i["context"], (), labelled=False)
+            for n, i in enumerate(inputs)
+        ]
+
+    def raw_results(self, dataset, predictions) -> list:
+        return [(predictions["answers"][e.qas_id], predictions["nbest"][e.qas_id]) for e in dataset]
+
+    def decode(self, output, label_names):
+        return {"answer": output[0], "nbest": output[1]}
 
     def predict(self, examples, outputs, features):
         """`{"answers": {id: text}, "nbest": {id: [...]}}` as run_squad.py writes them."""
@@ -91,7 +104,7 @@ class BertQuestionAnswerer(TaskModel):
     ['Paris']
     """
 
-    task_name = "question_answerer"
+    task_name = QUESTION_ANSWERER.name
     behaviour = QuestionAnsweringTask
 
     def raw_data(self, x, y=None):

@@ -1,0 +1,1 @@
+"""The classifier task: its spec (`spec`, no Keras), its behaviour and model (Keras)."""

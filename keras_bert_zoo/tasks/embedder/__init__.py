@@ -1,0 +1,1 @@
+"""The embedder task: its spec (`spec`, no Keras), its behaviour and model (Keras)."""
