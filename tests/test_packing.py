@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (the imported `preset` fixture is a test argument)
 """Sequence packing: the packer's invariants and packed-vs-unpacked encoder parity (TensorFlow;
 tests/test_backend_jax.py and tests/test_backend_torch.py run the parity on JAX and PyTorch)."""
 
@@ -6,8 +7,10 @@ import pytest
 from conftest import TINY
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from packed_parity import check_packed_parity
+from packed_parity import check_packed_fit_step, check_packed_parity
+from task_model_scripts import preset, sst2, wnut  # noqa: F401 (the `preset` fixture)
 
+import keras_bert_zoo as kbz
 from keras_bert_zoo.training.packing import pack, pack_rows, padding_fraction
 
 
@@ -60,3 +63,29 @@ def test_an_example_longer_than_the_row_is_an_error_naming_the_fix():
 @pytest.mark.parametrize("attention", ["explicit", "fused"])
 def test_packed_outputs_and_gradients_equal_unpacked(attention):
     check_packed_parity(attention, TINY)
+
+
+@pytest.mark.parametrize("num_classes", [3, 1])
+def test_a_packed_fit_step_equals_the_unpacked_one(num_classes):
+    check_packed_fit_step(TINY, num_classes)
+
+
+def test_packed_fit_reports_each_epochs_padding(preset):
+    texts, labels = sst2(48)
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    history = classifier.fit(texts, labels, batch_size=8, epochs=2, verbose=0, packing=True)
+    fractions = history.history["padding_fraction"]
+    assert len(fractions) == 2 and all(0 <= f < 0.1 for f in fractions), fractions
+    assert all(np.isfinite(history.history["loss"]))
+
+
+@pytest.mark.parametrize(
+    ("packing", "message"),
+    [(True, r"packing=True \(--packing\).*the tag task does not pack"), ("yes", "'yes'")],
+)
+def test_packing_a_task_that_cannot_pack_stops_naming_the_flag(preset, packing, message):
+    words, tags = wnut(8)
+    names = sorted({t for s in tags for t in s})
+    tagger = kbz.BertTagger.from_preset(preset, num_tags=len(names), label_names=names)
+    with pytest.raises(ValueError, match=message):
+        tagger.fit(words, tags, batch_size=4, packing=packing)
