@@ -124,11 +124,11 @@ def check_packed_fit_step(tiny: dict, num_classes: int):
     else:
         y = rng.integers(0, num_classes, len(LENGTHS)).astype("int32")
     loss = kbz.tasks.classifier_loss(num_classes)
-    unpacked_model.compile(keras.optimizers.SGD(1.0), loss=loss)
+    unpacked_model.compile(keras.optimizers.SGD(1.0), loss=loss, jit_compile=False)
     unpacked_loss = unpacked_model.train_on_batch(x, y)
 
     packed_model = build_packed_classifier(model)
-    packed_model.compile(keras.optimizers.SGD(1.0), loss=packed_loss(loss))
+    packed_model.compile(keras.optimizers.SGD(1.0), loss=packed_loss(loss), jit_compile=False)
     rows = pack_rows(LENGTHS, ROW_LENGTH)
     inputs, targets, weights = packed_batch(x, y, rows, ROW_LENGTH // min(LENGTHS), ROW_LENGTH)
     assert len(rows) < len(LENGTHS) and weights.sum() == len(LENGTHS) < weights.size

@@ -8,9 +8,10 @@ from conftest import TINY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packed_parity import check_packed_fit_step, check_packed_parity
-from task_model_scripts import preset, sst2, wnut  # noqa: F401 (the `preset` fixture)
+from task_model_scripts import DATA, preset, sst2, wnut  # noqa: F401 (the `preset` fixture)
 
 import keras_bert_zoo as kbz
+from keras_bert_zoo.cli import main
 from keras_bert_zoo.training.packing import pack, pack_rows, padding_fraction
 
 
@@ -81,7 +82,7 @@ def test_packed_fit_reports_each_epochs_padding(preset):
 
 @pytest.mark.parametrize(
     ("packing", "message"),
-    [(True, r"packing=True \(--packing\).*the tag task does not pack"), ("yes", "'yes'")],
+    [(True, r"packing=True packs.*the tag task does not pack.*packing=False"), ("yes", "'yes'")],
 )
 def test_packing_a_task_that_cannot_pack_stops_naming_the_flag(preset, packing, message):
     words, tags = wnut(8)
@@ -89,3 +90,12 @@ def test_packing_a_task_that_cannot_pack_stops_naming_the_flag(preset, packing, 
     tagger = kbz.BertTagger.from_preset(preset, num_tags=len(names), label_names=names)
     with pytest.raises(ValueError, match=message):
         tagger.fit(words, tags, batch_size=4, packing=packing)
+
+
+def test_kbz_finetune_packing_for_a_task_that_cannot_pack_exits_2_naming_the_flag(tmp_path, capsys):
+    train = str(DATA / "wnut17_train_head.conll")
+    flags = ["--preset", "bert_tiny_en_uncased", "--train", train, "--validation", train]
+    status = main(["finetune", "tag", *flags, "--output", str(tmp_path / "out"), "--packing"])
+    error = capsys.readouterr().err
+    assert status == 2 and "--packing packs" in error and "--no-packing" in error, error
+    assert not (tmp_path / "out").exists()

@@ -24,15 +24,12 @@ def use_packing(job, packing, bucketing: bool = True) -> bool:
     that cannot pack."""
     packing = AUTO if packing is None else packing
     if not (isinstance(packing, bool) or packing == AUTO):
-        raise ValueError(
-            f"`packing` (--packing / --no-packing) must be True, False or 'auto'. Received: "
-            f"{packing!r}."
-        )
+        raise ValueError(f"`packing` must be True, False or 'auto'. Received: packing={packing!r}.")
     if packing is True and not job.packs:
         raise ValueError(
-            f"packing=True (--packing) packs examples read by one vector each (the classifier's "
-            f"[CLS]); the {job.spec.cli_name} task does not pack. Pass packing='auto' or False "
-            "(--no-packing, the default for this task)."
+            "packing=True packs examples read by one vector each (the classifier's [CLS]); "
+            f"the {job.spec.cli_name} task does not pack. Pass packing=False, or leave packing "
+            "out (auto: packed where the task packs)."
         )
     return job.packs and bucketing if packing == AUTO else packing
 
