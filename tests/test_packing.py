@@ -2,6 +2,9 @@
 """Sequence packing: the packer's invariants and packed-vs-unpacked encoder parity (TensorFlow;
 tests/test_backend_jax.py and tests/test_backend_torch.py run the parity on JAX and PyTorch)."""
 
+import itertools
+
+import keras
 import numpy as np
 import pytest
 from conftest import TINY
@@ -12,6 +15,8 @@ from task_model_scripts import DATA, preset, sst2, wnut  # noqa: F401 (the `pres
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
+from keras_bert_zoo.training import packed_batches
+from keras_bert_zoo.training.packed_batches import PackedSchedule
 from keras_bert_zoo.training.packing import pack, pack_rows, padding_fraction
 
 
@@ -99,3 +104,28 @@ def test_kbz_finetune_packing_for_a_task_that_cannot_pack_exits_2_naming_the_fla
     error = capsys.readouterr().err
     assert status == 2 and "--packing packs" in error and "--no-packing" in error, error
     assert not (tmp_path / "out").exists()
+
+
+def test_packed_batches_are_static_hold_each_example_once_and_resume_at_any_step():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 30, 500)
+    mask = (np.arange(32)[None] < lengths[:, None]).astype("int32")
+    x = {"token_ids": rng.integers(1, 99, mask.shape) * mask, "segment_ids": 0 * mask}
+    x["padding_mask"] = mask
+    y = np.arange(500, dtype="int32")  # each example's target is its index
+    schedule = PackedSchedule(lengths, 16, 32, seed=3)
+    steps = schedule.steps_per_epoch
+    assert abs(steps - 500 / 16) <= 500 / 16 * 0.15  # about `batch_size` examples a step
+    stream = packed_batches.training_stream(x, y, schedule)
+    batches = itertools.islice(stream(0), steps + 2)
+    batches = [keras.tree.map_structure(np.asarray, batch) for batch in batches]
+    seen = []
+    for inputs, targets, weights in batches[:steps]:
+        assert inputs["token_ids"].shape == (schedule.batch_size, 32)
+        assert weights.shape == targets.shape == (schedule.batch_size, schedule.slots)
+        seen += targets[weights > 0].tolist()
+        assert inputs["padding_mask"].sum() == lengths[targets[weights > 0]].sum()
+    assert len(seen) == len(set(seen)) > 0.9 * 500  # once each; a few left for the next epoch
+    later = next(iter(stream(steps + 1)))  # a resumed run starts at any step: the same batch
+    for got, want in zip(keras.tree.flatten(later), keras.tree.flatten(batches[-1]), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), want)
