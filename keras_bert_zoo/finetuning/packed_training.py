@@ -1,7 +1,7 @@
 """Sequence packing in fine-tuning: `fit(packing=...)` and `kbz finetune --packing`.
 
 A task that reads one vector per example (the classifier's `[CLS]`) can train on packed
-rows (`training.packed_batches`): several examples per row of `--sequence-length` tokens,
+rows (`training.packed_batches`): several examples per row of up to `--sequence-length` tokens,
 attention kept within each (`packed_encoder`), so almost no token position is padding,
 where length buckets still pad each example to its bucket. Its behaviour says so
 (`FinetuningTask.packs`); the loss is averaged over each batch's examples,
@@ -41,7 +41,7 @@ def packed_schedule(lengths, batch_size: int, row_length: int, seed: int, multip
         "Training on packed rows: %d rows of %d tokens per batch (%d examples on average, "
         "at most %d per row), %.3f token positions per real token.",
         schedule.batch_size,
-        row_length,
+        schedule.row_length,
         batch_size,
         schedule.slots,
         1 / schedule.tokens_per_position(0),

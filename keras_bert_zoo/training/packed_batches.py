@@ -39,7 +39,9 @@ class PackedSchedule:
     Args:
         lengths: the real length of each training example (at most `row_length`).
         batch_size: examples per batch on average (`--batch-size`).
-        row_length: tokens per packed row (the run's sequence length).
+        row_length: the most tokens a packed row may hold (the run's sequence length);
+            rows are as long as the longest example, rounded up to a multiple of 8, as
+            attention costs each token the row's length.
         seed: the run's seed; epoch `e` uses `numpy.random.default_rng([seed, e])`.
         multiple: `rows_per_batch` is a multiple of it (the devices a batch is split over).
 
@@ -50,7 +52,9 @@ class PackedSchedule:
 
     def __init__(self, lengths, batch_size: int, row_length: int, seed: int, multiple: int = 1):
         self.lengths = np.asarray(lengths, np.int64)
-        self.row_length, self.seed = row_length, seed % 2**63
+        longest = -(-int(self.lengths.max()) // 8) * 8
+        self.row_length, self.seed = min(row_length, longest), seed % 2**63
+        row_length = self.row_length
         # Best-fit decreasing only looks at lengths, so every epoch's order packs into the
         # same number of rows (equal lengths trade places).
         rows = len(pack_rows(self.lengths, row_length))
@@ -128,9 +132,7 @@ def training_stream(x: dict, y, schedule: PackedSchedule):
     if tf is None:
         return batches
     first = packed_batch(x, y, schedule.batch(0), schedule.slots, schedule.row_length)
-    signature = tf.nest.map_structure(
-        lambda a: tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)), first
-    )
+    signature = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)), first)
 
     def stream(start: int) -> tf.data.Dataset:
         dataset = tf.data.Dataset.from_generator(batches, args=(start,), output_signature=signature)
