@@ -78,6 +78,7 @@ def main():
     parser.add_argument("--heldout", type=int, default=2000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--modes", nargs="+", choices=["packed", "bucketed"], default=None)
     parser.add_argument("--output", default="benchmarks/packing_finetune.json")
     args = parser.parse_args()
     results = []
@@ -89,6 +90,8 @@ def main():
         print(f"{len(lengths)} training sentences, {int(lengths.sum())} real tokens: {counted}")
         for i, seed in enumerate(args.seeds):
             for packing in (True, False) if i % 2 == 0 else (False, True):
+                if args.modes and ("packed" if packing else "bucketed") not in args.modes:
+                    continue  # a rerun of one mode
                 results.append(run(args, work, packing, seed))
                 print(json.dumps(results[-1]), flush=True)
     for packing in (False, True):

@@ -23,9 +23,15 @@ FLAGS = (
     ("preset", "train", "validation", "output", *SCHEDULE, "weight_decay"),
     ("strategy", "tpu", "jit_compile"),
     (
-        "mixed_precision", "seed", *CHECKPOINTS, "overwrite", "export", "bucketing", "packing",
+        "mixed_precision",
+        "seed",
+        *CHECKPOINTS,
+        "overwrite",
+        "export",
+        "bucketing",
+        "packing",
         "keep",
-    ),  # fmt: skip
+    ),
 )
 
 
