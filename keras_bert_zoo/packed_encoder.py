@@ -50,6 +50,11 @@ def build_packed_encoder(encoder: keras.Model, name: str = "packed_encoder") -> 
     """
     encoder = find_encoder(encoder)
     inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
+    x = _packed_sequence_output(encoder, inputs)
+    return keras.Model(inputs=inputs, outputs={"sequence_output": x}, name=name)
+
+
+def _packed_sequence_output(encoder, inputs):
     layer = encoder.get_layer
     token = layer("token_embedding")(inputs["token_ids"])
     position = layer("position_embedding")(token, position_ids=inputs["position_ids"])
@@ -60,7 +65,38 @@ def build_packed_encoder(encoder: keras.Model, name: str = "packed_encoder") -> 
     blocks = [b for b in encoder.layers if b.name.startswith("transformer_layer_")]
     for block in sorted(blocks, key=lambda b: int(b.name.rsplit("_", 1)[1])):
         x = block(x, padding_mask=mask)
-    return keras.Model(inputs=inputs, outputs={"sequence_output": x}, name=name)
+    return x
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class PackedFirstTokens(keras.layers.Layer):
+    """`[rows, length, hidden]` packed outputs and `[rows, slots]` `[CLS]` positions in each
+    row to `[rows, slots, hidden]`: the first token of each example placed in the row."""
+
+    def call(self, sequence_output, example_start):
+        rows = ops.shape(sequence_output)[0]
+        row = ops.broadcast_to(ops.arange(rows, dtype="int32")[:, None], ops.shape(example_start))
+        first = packed_first_tokens(sequence_output, row, ops.cast(example_start, "int32"))
+        return ops.reshape(first, (rows, -1, ops.shape(sequence_output)[2]))
+
+    def compute_output_shape(self, sequence_output_shape, example_start_shape):
+        return (sequence_output_shape[0], example_start_shape[1], sequence_output_shape[2])
+
+
+def build_packed_classifier(classifier: keras.Model, name: str = "packed_classifier"):
+    """The training model of a classifier (`kbz.build_classifier`) on packed rows, sharing
+    its layers: `PACKED_INPUTS` and `example_start` (`[rows, slots]`: each example's `[CLS]`
+    in its row, `kbz.training.packed_batches`) to `[rows, slots, classes]` logits, each
+    example's pooler and head as in the classifier (its last block run at every position
+    here, where the classifier runs it at `[CLS]` only: equal values)."""
+    encoder = find_encoder(classifier)
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
+    starts = keras.Input(shape=(None,), dtype="int32", name="example_start")
+    x = _packed_sequence_output(encoder, inputs)
+    x = PackedFirstTokens(name="packed_first_tokens")(x, starts)
+    x = encoder.get_layer("pooled_dense")(x)
+    logits = classifier.get_layer("classifier_head")(classifier.get_layer("classifier_dropout")(x))
+    return keras.Model(inputs={**inputs, "example_start": starts}, outputs=logits, name=name)
 
 
 def packed_first_tokens(sequence_output, example_row, example_start):

@@ -98,3 +98,50 @@ def check_packed_parity(attention: str, tiny: dict):
     expected, got = _gradients(loss(1), variables), _gradients(loss(2), variables)
     for variable, want, have in zip(variables, expected, got, strict=True):
         np.testing.assert_allclose(have, want, atol=2e-5, rtol=1e-4, err_msg=variable.path)
+
+
+def check_packed_fit_step(tiny: dict, num_classes: int):
+    """One SGD fit step of a classifier on packed rows (`build_packed_classifier`,
+    `packed_batches.packed_batch`, the loss averaged over the examples) moves every weight as
+    the unpacked step on the same examples does, and reports the same loss."""
+    from keras_bert_zoo.finetuning.packed_training import packed_loss
+    from keras_bert_zoo.packed_encoder import build_packed_classifier
+    from keras_bert_zoo.training.packed_batches import packed_batch
+    from keras_bert_zoo.training.packing import pack_rows
+
+    def classifier(seed):
+        keras.utils.set_random_seed(seed)
+        encoder = kbz.build_encoder(**tiny, dropout=0.0)
+        return kbz.build_classifier(encoder, num_classes=num_classes, dropout=0.0)
+
+    unpacked_model, model = classifier(0), classifier(1)
+    model.set_weights(unpacked_model.get_weights())
+    before = [np.array(w) for w in unpacked_model.get_weights()]
+    x = unpacked_examples(tiny["vocabulary_size"])
+    rng = np.random.default_rng(1)
+    if num_classes == 1:
+        y = rng.normal(size=len(LENGTHS)).astype("float32")
+    else:
+        y = rng.integers(0, num_classes, len(LENGTHS)).astype("int32")
+    loss = kbz.tasks.classifier_loss(num_classes)
+    unpacked_model.compile(keras.optimizers.SGD(1.0), loss=loss, jit_compile=False)
+    unpacked_loss = unpacked_model.train_on_batch(x, y)
+
+    packed_model = build_packed_classifier(model)
+    packed_model.compile(keras.optimizers.SGD(1.0), loss=packed_loss(loss), jit_compile=False)
+    rows = pack_rows(LENGTHS, ROW_LENGTH)
+    inputs, targets, weights = packed_batch(x, y, rows, ROW_LENGTH // min(LENGTHS), ROW_LENGTH)
+    assert len(rows) < len(LENGTHS) and weights.sum() == len(LENGTHS) < weights.size
+    packed_step_loss = packed_model.train_on_batch(inputs, targets, sample_weight=weights)
+    np.testing.assert_allclose(packed_step_loss, unpacked_loss, rtol=1e-5)
+
+    moved = 0
+    for start, want, have in zip(
+        before, unpacked_model.weights, model.weights, strict=True
+    ):  # the step of SGD(1.0) is minus the gradient
+        np.testing.assert_allclose(
+            start - np.asarray(have), start - np.asarray(want), atol=2e-6, rtol=1e-4,
+            err_msg=have.path,
+        )  # fmt: skip
+        moved += bool(np.abs(start - np.asarray(want)).max() > 0)
+    assert moved >= len(before) - 2  # all but the unused embedding rows' untouched tables

@@ -1,11 +1,16 @@
-"""Packed rows on PyTorch: outputs and gradients equal to unpacked (tests/packed_parity.py);
-collected only when Keras runs on PyTorch (conftest.py)."""
+"""Packed rows on PyTorch: outputs, gradients and a classifier's fit step equal to unpacked
+(tests/packed_parity.py); collected only when Keras runs on PyTorch (conftest.py)."""
 
 import pytest
 from conftest import TINY
-from packed_parity import check_packed_parity
+from packed_parity import check_packed_fit_step, check_packed_parity
 
 
 @pytest.mark.parametrize("attention", ["explicit", "fused"])
 def test_packed_outputs_and_gradients_equal_unpacked(attention):
     check_packed_parity(attention, TINY)
+
+
+@pytest.mark.parametrize("num_classes", [3, 1])
+def test_a_packed_fit_step_equals_the_unpacked_one(num_classes):
+    check_packed_fit_step(TINY, num_classes)

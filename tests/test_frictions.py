@@ -206,7 +206,9 @@ def test_an_xla_fit_logs_no_ignored_assertions(tiny):
     code = f"""
 import keras_bert_zoo as kbz
 model = kbz.BertClassifier.from_preset({str(tiny)!r}, num_classes=2, sequence_length=16)
-model.fit(x=["a fine film", "dull"] * 8, y=[1, 0] * 8, batch_size=8, verbose=0)
+model.fit(x=["a fine film", "dull"] * 8, y=[1, 0] * 8, batch_size=8, verbose=0, packing=False)
+packed = kbz.BertClassifier.from_preset({str(tiny)!r}, num_classes=2, sequence_length=16)
+packed.fit(x=["a fine film", "dull"] * 8, y=[1, 0] * 8, batch_size=8, verbose=0)  # packed rows
 tagger = kbz.BertTagger.from_preset({str(tiny)!r}, labels=["O", "B-x"], sequence_length=16)
 tagger.fit(x=[["a", "b"], ["c"]] * 4, y=[["O", "B-x"], ["O"]] * 4, batch_size=4, verbose=0)
 print(model.jit_compile and tagger.jit_compile)

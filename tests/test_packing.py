@@ -1,13 +1,22 @@
+# ruff: noqa: F811 (the imported `preset` fixture is a test argument)
 """Sequence packing: the packer's invariants and packed-vs-unpacked encoder parity (TensorFlow;
 tests/test_backend_jax.py and tests/test_backend_torch.py run the parity on JAX and PyTorch)."""
 
+import itertools
+
+import keras
 import numpy as np
 import pytest
 from conftest import TINY
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from packed_parity import check_packed_parity
+from packed_parity import check_packed_fit_step, check_packed_parity
+from task_model_scripts import DATA, preset, sst2, wnut  # noqa: F401 (the `preset` fixture)
 
+import keras_bert_zoo as kbz
+from keras_bert_zoo.cli import main
+from keras_bert_zoo.training import packed_batches
+from keras_bert_zoo.training.packed_batches import PackedSchedule
 from keras_bert_zoo.training.packing import pack, pack_rows, padding_fraction
 
 
@@ -60,3 +69,63 @@ def test_an_example_longer_than_the_row_is_an_error_naming_the_fix():
 @pytest.mark.parametrize("attention", ["explicit", "fused"])
 def test_packed_outputs_and_gradients_equal_unpacked(attention):
     check_packed_parity(attention, TINY)
+
+
+@pytest.mark.parametrize("num_classes", [3, 1])
+def test_a_packed_fit_step_equals_the_unpacked_one(num_classes):
+    check_packed_fit_step(TINY, num_classes)
+
+
+def test_packed_fit_reports_each_epochs_padding(preset):
+    texts, labels = sst2(48)
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    history = classifier.fit(texts, labels, batch_size=8, epochs=2, verbose=0, packing=True)
+    fractions = history.history["padding_fraction"]
+    assert len(fractions) == 2 and all(0 <= f < 0.1 for f in fractions), fractions
+    assert all(np.isfinite(history.history["loss"]))
+
+
+@pytest.mark.parametrize(
+    ("packing", "message"),
+    [(True, r"packing=True packs.*the tag task does not pack.*packing=False"), ("yes", "'yes'")],
+)
+def test_packing_a_task_that_cannot_pack_stops_naming_the_flag(preset, packing, message):
+    words, tags = wnut(8)
+    names = sorted({t for s in tags for t in s})
+    tagger = kbz.BertTagger.from_preset(preset, num_tags=len(names), label_names=names)
+    with pytest.raises(ValueError, match=message):
+        tagger.fit(words, tags, batch_size=4, packing=packing)
+
+
+def test_kbz_finetune_packing_for_a_task_that_cannot_pack_exits_2_naming_the_flag(tmp_path, capsys):
+    train = str(DATA / "wnut17_train_head.conll")
+    flags = ["--preset", "bert_tiny_en_uncased", "--train", train, "--validation", train]
+    status = main(["finetune", "tag", *flags, "--output", str(tmp_path / "out"), "--packing"])
+    error = capsys.readouterr().err
+    assert status == 2 and "--packing packs" in error and "--no-packing" in error, error
+    assert not (tmp_path / "out").exists()
+
+
+def test_packed_batches_are_static_hold_each_example_once_and_resume_at_any_step():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 30, 500)
+    mask = (np.arange(32)[None] < lengths[:, None]).astype("int32")
+    x = {"token_ids": rng.integers(1, 99, mask.shape) * mask, "segment_ids": 0 * mask}
+    x["padding_mask"] = mask
+    y = np.arange(500, dtype="int32")  # each example's target is its index
+    schedule = PackedSchedule(lengths, 16, 32, seed=3)
+    steps = schedule.steps_per_epoch
+    assert abs(steps - 500 / 16) <= 500 / 16 * 0.15  # about `batch_size` examples a step
+    stream = packed_batches.training_stream(x, y, schedule)
+    batches = itertools.islice(stream(0), steps + 2)
+    batches = [keras.tree.map_structure(np.asarray, batch) for batch in batches]
+    seen = []
+    for inputs, targets, weights in batches[:steps]:
+        assert inputs["token_ids"].shape == (schedule.batch_size, 32)
+        assert weights.shape == targets.shape == (schedule.batch_size, schedule.slots)
+        seen += targets[weights > 0].tolist()
+        assert inputs["padding_mask"].sum() == lengths[targets[weights > 0]].sum()
+    assert len(seen) == len(set(seen)) > 0.9 * 500  # once each; a few left for the next epoch
+    later = next(iter(stream(steps + 1)))  # a resumed run starts at any step: the same batch
+    for got, want in zip(keras.tree.flatten(later), keras.tree.flatten(batches[-1]), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), want)

@@ -266,7 +266,7 @@ def test_a_timed_checkpoint_inside_a_finetuning_epoch_resumes_exactly(
         return runs.run_finetune(
             "classifier", str(preset), str(train), str(train), str(output), epochs=2,
             batch_size=16, sequence_length=32, learning_rate=1e-3, export=False,
-            jit_compile=False, verbose=0, bucketing=bucketing, **extra,
+            jit_compile=False, verbose=0, bucketing=bucketing, packing=False, **extra,
         )  # fmt: skip
 
     powers_of_two_buckets(monkeypatch)  # bucketed: two lengths (16, 32) in so small a run

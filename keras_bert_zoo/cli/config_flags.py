@@ -2,7 +2,8 @@
 built back from the parsed flags: a flag's name, type, default and help are the field's.
 
 As transformers' `HfArgumentParser`: a field without a default is a required flag, a bool a
-switch (`--bucketing/--no-bucketing` when on by default), `choices` from the field.
+switch (`--bucketing/--no-bucketing` when on by default, or unset: `bool | None`, decided by
+the run), `choices` from the field.
 """
 
 import argparse
@@ -41,7 +42,7 @@ def add_config_flags(parser, config, names, defaults=None, shown=None, helps=Non
         help = f"{meta['help']} (default: {said})"
         if field.type is bool and field.default is False:
             parser.add_argument(flag, action="store_true", help=help)
-        elif field.type is bool:
+        elif field.type in (bool, bool | None):  # None: decided by the run ("auto")
             action = argparse.BooleanOptionalAction
             parser.add_argument(flag, action=action, default=default, help=help)
         else:

@@ -27,12 +27,14 @@ class FinetuningTask:
 
     `spec`: the task's `TaskSpec`; `sequence_outputs`: whether the model's outputs have a
     sequence axis that length bucketing (`training.batching`) trims with the batch;
-    `validates_before`: the run also validates the untrained model (`report`'s "before").
+    `validates_before`: the run also validates the untrained model (`report`'s "before");
+    `packs`: it can train on packed rows (`packed_training_model`, `--packing`).
     """
 
     spec = None
     sequence_outputs = False
     validates_before = False
+    packs = False  # trains on packed rows (`packed_training_model`) where asked
 
     def read(self, path, label_names=None, labels_optional=False):
         """The file's examples; `labels_optional`: a file without labels (to predict) reads."""
@@ -76,6 +78,11 @@ class FinetuningTask:
         """The model `fit` trains: the task model itself, or a wrapper around it that takes
         `training_arrays` (sharing its weights, so the task model is what gets saved)."""
         return model
+
+    def packed_training_model(self, model):
+        """The model `fit` trains on packed rows (`finetuning.packed_training`), sharing
+        `model`'s weights; only where `packs`."""
+        raise NotImplementedError
 
     def label_names(self, dataset):
         return None

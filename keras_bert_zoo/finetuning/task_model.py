@@ -25,6 +25,7 @@ import dataclasses
 import keras
 
 from keras_bert_zoo.encoder import architecture_of, build_encoder, find_encoder
+from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule, use_packing
 from keras_bert_zoo.finetuning.raw_data import split_stream
 from keras_bert_zoo.finetuning.task_training import AUTO, TaskValidation, compile_arguments
 from keras_bert_zoo.model import BertModel
@@ -33,7 +34,7 @@ from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching, bucketed_prediction
+from keras_bert_zoo.training import batching, bucketed_prediction, packed_batches
 
 PREDICT_BATCH_SIZE = 64
 
@@ -196,13 +197,15 @@ class TaskModel(BertModel):
         if self._user_compiled:
             self._compile(self, None, None)
 
-    def _compile(self, trained, dataset, total_steps):
+    def _compile(self, trained, dataset, total_steps, packed=False):
         """Compiles `trained` (this model, or the behaviour's training wrapper around it) as
-        `compile` asked, its "auto" parts filled in (`task_training.compile_arguments`)."""
+        `compile` asked, its "auto" parts filled in (`task_training.compile_arguments`);
+        `packed`: its batches are packed rows, the task's loss averaged over their examples."""
         request = dict(self._compile_request or {})
 
         def task_loss():  # made only when the request leaves the loss "auto"
-            return self.job().loss(dataset)
+            loss = self.job().loss(dataset)
+            return packed_loss(loss) if packed else loss
 
         arguments = compile_arguments(request, self.behaviour.spec, task_loss, total_steps)
         BertModel.compile(trained, **arguments)
@@ -218,13 +221,18 @@ class TaskModel(BertModel):
         validation_data=None,
         seed=0,
         bucketing=True,
+        packing=AUTO,
         **kwargs,
     ):
         """Keras' `fit`; on raw data (see the task's class) also: `batch_size` and `epochs`
         default to the task's (`kbz finetune`'s), batches of similar length trimmed to a few
         lengths (`bucketing`), drawn in an order fixed by `seed`; `validation_data` (raw `(x,
         y)`) is evaluated after each epoch with the task's metrics (`val_<metric>` in the
-        logs). Each `fit` with an "auto" optimizer runs its own warmup and decay."""
+        logs). Each `fit` with an "auto" optimizer runs its own warmup and decay.
+        `packing` (True, False, "auto"): train on rows of `sequence_length` tokens holding
+        several examples each (`finetuning.packed_training`; the classifier), so padding
+        costs almost nothing; "auto" packs where the task can and `bucketing` is on. The
+        logs then hold each epoch's `padding_fraction`."""
         x, y, raw = split_stream(x, y)
         if not raw:
             if not self.compiled:
@@ -238,6 +246,7 @@ class TaskModel(BertModel):
                 callbacks=callbacks, validation_data=validation_data, **kwargs,
             )  # fmt: skip
         job = self.job()
+        packed = use_packing(job, packing, bucketing)  # a task that cannot pack: stops here
         dataset = self.raw_data(x, y)
         if not self.labelled(dataset):
             raise ValueError(f"{type(self).__name__}.fit needs `y`: the targets of `x`.")
@@ -254,12 +263,20 @@ class TaskModel(BertModel):
             )
         lengths = batching.real_lengths(inputs)
         length = self.preprocessor.sequence_length
-        schedule = job.training_schedule(dataset, lengths, rows, length, epochs, bucketing, seed)
-        trained = job.training_model(self)
-        if trained is not self or not self._user_compiled:  # else the user's own, as given
-            self._compile(trained, dataset, epochs * schedule.steps_per_epoch)
-        stream = batching.training_stream(inputs, targets, schedule, job.sequence_outputs)(0)
         callbacks = list(callbacks or [])
+        if packed:
+            schedule = packed_schedule(lengths, rows, length, seed)
+            trained = job.packed_training_model(self)
+            stream = packed_batches.training_stream(inputs, targets, schedule)(0)
+            callbacks.insert(0, packed_batches.PackingReport(schedule))
+        else:
+            schedule = job.training_schedule(
+                dataset, lengths, rows, length, epochs, bucketing, seed
+            )
+            trained = job.training_model(self)
+            stream = batching.training_stream(inputs, targets, schedule, job.sequence_outputs)(0)
+        if trained is not self or not self._user_compiled:  # else the user's own, as given
+            self._compile(trained, dataset, epochs * schedule.steps_per_epoch, packed)
         if validation_data is not None:
             callbacks.insert(0, TaskValidation(self, *validation_data))
         fit = super().fit if trained is self else trained.fit

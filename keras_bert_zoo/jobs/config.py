@@ -173,6 +173,13 @@ class FinetuneConfig(RunConfig):
         "from the training set (multiples of 8; validation: 16, 32, 64, ...); --no-bucketing "
         "pads every batch to --sequence-length",
     )
+    packing: bool | None = setting(
+        None,
+        "train on rows of up to --sequence-length tokens holding several examples each, attention "
+        "kept within each example, so padding costs almost nothing (the classifier); "
+        "--no-packing: length buckets",
+        shown="on where the task packs and --bucketing is on",
+    )
     overwrite: bool = setting(False, _OVERWRITE, record=False)
     verbose: object = setting("auto", "Keras' progress output", identity=False, flag=False)
     lora_rank: int | None = setting(

@@ -20,6 +20,7 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo import export as exports
+from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule, use_packing
 from keras_bert_zoo.jobs.checks import (
     check_apart,
     check_length,
@@ -40,11 +41,11 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS, TASK_MODELS
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching, bucketed_prediction
+from keras_bert_zoo.training import batching, bucketed_prediction, packed_batches
 from keras_bert_zoo.training.distributed import get_strategy, keeps_global_policy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.optimizers import create_optimizer
-from keras_bert_zoo.training.processes import check_global_batch, shard_batches
+from keras_bert_zoo.training.processes import batch_devices, check_global_batch, shard_batches
 from keras_bert_zoo.training.progress import interactive, logged_while
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
 
@@ -89,7 +90,7 @@ def finetune(config: FinetuneConfig) -> dict:
     validation metrics; the same config again on a finished run returns them untrained.
     """
     job, distribution, config = _prepare(config)
-    data = _read(job, config)
+    data = _read(job, config, distribution)
     inputs = {"--train": [config.train], "--validation": [config.validation]}
     preset_with_weights(config.preset)  # a download fails here, before --output is written
     with (
@@ -137,6 +138,8 @@ def _prepare(config: FinetuneConfig):
         config.preset, sequence_length=config.sequence_length
     )
     job = task(preprocessor, **config.task_options)
+    packed = use_packing(job, config.packing, config.bucketing)  # --packing: a task that packs
+    config = dataclasses.replace(config, packing=packed)
     job.training_rows(config.batch_size)  # a batch that would split a training group stops
     check_global_batch(config.batch_size, distribution, job.training_group_size())
     return job, distribution, dataclasses.replace(config, export=export)
@@ -157,16 +160,22 @@ class _Data:
     validation_extra: object  # what the task's `predict` needs besides the outputs
 
 
-def _read(job, config: FinetuneConfig) -> _Data:
-    """Both files read, the training set tokenized and its batches planned (errors first)."""
+def _read(job, config: FinetuneConfig, distribution) -> _Data:
+    """Both files read, the training set tokenized and its batches planned (errors first):
+    packed rows (`--packing`) or the task's length buckets."""
     train = job.read(config.train)
     validation = job.read(config.validation, label_names=job.label_names(train))
     x, y = job.training_arrays(train, config.seed)
     lengths = batching.real_lengths(x)
     batch_size, epochs = job.training_rows(config.batch_size), config.epochs
-    schedule = job.training_schedule(
-        train, lengths, batch_size, config.sequence_length, epochs, config.bucketing, config.seed
-    )
+    length = config.sequence_length
+    if config.packing:  # whole rows on each device
+        devices = batch_devices(distribution)
+        schedule = packed_schedule(lengths, batch_size, length, config.seed, devices)
+    else:
+        schedule = job.training_schedule(
+            train, lengths, batch_size, length, epochs, config.bucketing, config.seed
+        )
     if len(x["token_ids"]) < batch_size:
         what = "sequences" if batch_size == config.batch_size else "groups"
         raise ValueError(
@@ -200,10 +209,12 @@ def _build(job, data: _Data, config: FinetuneConfig, distribution):
             weight_decay=config.weight_decay,
             loss_scale=config.mixed_precision == "mixed_float16",
         )
-        trained = job.training_model(model)
-        trained.compile(
-            optimizer=optimizer, loss=job.loss(data.train), jit_compile=config.jit_compile
-        )
+        loss = job.loss(data.train)
+        if config.packing:
+            trained, loss = job.packed_training_model(model), packed_loss(loss)
+        else:
+            trained = job.training_model(model)
+        trained.compile(optimizer=optimizer, loss=loss, jit_compile=config.jit_compile)
     return model, trained
 
 
@@ -211,7 +222,12 @@ def _train(model, trained, job, data: _Data, config, distribution, output, run, 
     """`fit_resumable` of `trained` over the schedule, `model` validated after every
     interval; returns the `ValidationCallback` (its history, the best weights) and the
     newest validation outputs."""
-    dataset = batching.training_stream(data.x, data.y, data.schedule, job.sequence_outputs)
+    callbacks = [tensorboard(output)]
+    if config.packing:
+        dataset = packed_batches.training_stream(data.x, data.y, data.schedule)
+        callbacks.insert(0, packed_batches.PackingReport(data.schedule))
+    else:
+        dataset = batching.training_stream(data.x, data.y, data.schedule, job.sequence_outputs)
     dataset = shard_batches(dataset, data.schedule.batch_size, distribution)  # this process's rows
     newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
 
@@ -231,7 +247,7 @@ def _train(model, trained, job, data: _Data, config, distribution, output, run, 
         config.epochs * data.schedule.steps_per_epoch,
         data.interval,
         output / "checkpoints",
-        callbacks=[validation, tensorboard(output)],
+        callbacks=[validation, *callbacks],
         verbose=config.verbose if run.chief else 0,
         strategy=distribution,
         jit_compile=config.jit_compile,

@@ -45,13 +45,15 @@ def pack_rows(lengths, row_length: int) -> list[list[int]]:
     return rows
 
 
-def pack(examples: dict, row_length: int) -> dict:
+def pack(examples: dict, row_length: int, rows=None) -> dict:
     """Packs unpacked, padded examples into rows of `row_length` tokens.
 
     Args:
         examples: numpy `token_ids`, `segment_ids`, `padding_mask` of shape `[examples,
             length]` (any padded length), real tokens first in each row.
         row_length: tokens per packed row.
+        rows: the examples of each row (`pack_rows`' form, every example once), if chosen
+            already (a training batch: some rows of its epoch's packing).
 
     Returns a dict of int32 arrays: `token_ids`, `segment_ids`, `padding_mask`,
     `sequence_ids`, `position_ids` (`[rows, row_length]`) and `example_row`,
@@ -65,7 +67,7 @@ def pack(examples: dict, row_length: int) -> dict:
     ([[2, 5, 3, 2, 3, 0]], [[1, 1, 1, 2, 2, 0]])
     """
     lengths = np.asarray(examples["padding_mask"]).astype(bool).sum(axis=1)
-    rows = pack_rows(lengths, row_length)
+    rows = pack_rows(lengths, row_length) if rows is None else rows
     shape = (len(rows), row_length)
     out = {
         key: np.zeros(shape, "int32")

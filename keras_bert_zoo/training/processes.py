@@ -101,6 +101,14 @@ def check_global_batch(batch_size: int, distribution, group_size: int = 1) -> No
         )
 
 
+def batch_devices(distribution) -> int:
+    """The devices a global batch is split over: a Keras `DataParallel`'s mesh, a
+    `tf.distribute` strategy's replicas, else 1."""
+    if isinstance(distribution, keras.distribution.DataParallel):
+        return distribution.device_mesh.devices.size
+    return getattr(distribution, "num_replicas_in_sync", 1)
+
+
 def process_count() -> int:
     return jax.process_count() if jax is not None else 1
 

@@ -22,7 +22,16 @@ from keras_bert_zoo.tasks.registry import SPECS
 FLAGS = (
     ("preset", "train", "validation", "output", *SCHEDULE, "weight_decay"),
     ("strategy", "tpu", "jit_compile"),
-    ("mixed_precision", "seed", *CHECKPOINTS, "overwrite", "export", "bucketing", "keep"),
+    (
+        "mixed_precision",
+        "seed",
+        *CHECKPOINTS,
+        "overwrite",
+        "export",
+        "bucketing",
+        "packing",
+        "keep",
+    ),
 )
 
 

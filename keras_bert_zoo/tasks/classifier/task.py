@@ -13,6 +13,7 @@ from keras_bert_zoo.finetuning.prediction_files import warn_if_collapsed, write_
 from keras_bert_zoo.finetuning.raw_data import classification_data, column
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
+from keras_bert_zoo.packed_encoder import build_packed_classifier
 from keras_bert_zoo.task_graphs import classifier_loss
 from keras_bert_zoo.tasks.classifier.spec import CLASSIFIER
 from keras_bert_zoo.tokenization.arrays import packed_arrays
@@ -28,6 +29,7 @@ class ClassificationTask(FinetuningTask):
     regression: bool = CLASSIFIER.default("regression")
     spec = CLASSIFIER
     sequence_outputs = False  # one output per example (no sequence axis to trim)
+    packs = True  # each example is read at its [CLS]: packed rows train it
 
     def read(self, path, label_names=None, labels_optional=False):
         """The TSV's examples; with `labels_optional`, a file without the label column (text
@@ -68,6 +70,9 @@ class ClassificationTask(FinetuningTask):
             pieces = batched(self.preprocessor.tokenizer, texts)
             counts = [c + len(ids) for c, ids in zip(counts, pieces, strict=True)]
         return {e.line: c for e, c in zip(examples, counts, strict=True)}
+
+    def packed_training_model(self, model):
+        return build_packed_classifier(model)
 
     def label_names(self, dataset):
         return None if self.regression else list(dataset.label_names)

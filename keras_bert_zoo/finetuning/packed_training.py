@@ -1,0 +1,56 @@
+"""Sequence packing in fine-tuning: `fit(packing=...)` and `kbz finetune --packing`.
+
+A task that reads one vector per example (the classifier's `[CLS]`) can train on packed
+rows (`training.packed_batches`): several examples per row of up to `--sequence-length` tokens,
+attention kept within each (`packed_encoder`), so almost no token position is padding,
+where length buckets still pad each example to its bucket. Its behaviour says so
+(`FinetuningTask.packs`); the loss is averaged over each batch's examples,
+as it is over an unpacked batch's, and the validation and predictions are unpacked.
+"""
+
+import logging
+
+from keras_bert_zoo.training.packed_batches import PackedSchedule
+
+logger = logging.getLogger(__name__)
+
+AUTO = "auto"
+
+
+def use_packing(job, packing, bucketing: bool = True) -> bool:
+    """Whether a run of `job` (a `FinetuningTask`) trains on packed rows: `packing` True,
+    False or "auto" (None: "auto"), which packs where the task can and length bucketing is
+    on (`--no-bucketing` asks for full-length rows). An error naming the flag for a task
+    that cannot pack."""
+    packing = AUTO if packing is None else packing
+    if not (isinstance(packing, bool) or packing == AUTO):
+        raise ValueError(f"`packing` must be True, False or 'auto'. Received: packing={packing!r}.")
+    if packing is True and not job.packs:
+        raise ValueError(
+            "packing=True packs examples read by one vector each (the classifier's [CLS]); "
+            f"the {job.spec.cli_name} task does not pack. Pass packing=False, or leave packing "
+            "out (auto: packed where the task packs)."
+        )
+    return job.packs and bucketing if packing == AUTO else packing
+
+
+def packed_schedule(lengths, batch_size: int, row_length: int, seed: int, multiple: int = 1):
+    """The packed batches (`PackedSchedule`), logged in one line."""
+    schedule = PackedSchedule(lengths, batch_size, row_length, seed, multiple)
+    logger.info(
+        "Training on packed rows: %d rows of %d tokens per batch (%d examples on average, "
+        "at most %d per row), %.3f token positions per real token.",
+        schedule.batch_size,
+        schedule.row_length,
+        batch_size,
+        schedule.slots,
+        1 / schedule.tokens_per_position(0),
+    )
+    return schedule
+
+
+def packed_loss(loss):
+    """`loss` averaged over the examples of a packed batch (their `sample_weight` 1, the
+    unused places 0), as an unpacked batch averages it over its examples."""
+    config = {**loss.get_config(), "reduction": "mean_with_sample_weight"}
+    return type(loss).from_config(config)
