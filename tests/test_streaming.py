@@ -423,3 +423,35 @@ def test_a_labelled_tsv_streams_and_its_scores_count_every_window(
     command = ["predict", "classify", "--model", preset, "--input", str(tmp_path / "unknown.tsv")]
     assert main([*command, "--output", str(tmp_path / "u.tsv")]) == 2
     assert re.search(r"unknown.tsv, line 11: label 'other' is not one of", capsys.readouterr().err)
+
+
+def test_a_regression_file_with_labels_streams_and_its_correlations_count_every_row(
+    tiny, tmp_path, monkeypatch, capsys
+):
+    """A regression's labels given: the scores still stream, and Pearson and Spearman,
+    computed once the file is complete from its labels and the scores written (across a stop
+    and a resume too), are those of the whole file's labels against the scores written; a
+    label that is no number is named with its line, the windows before it kept."""
+    import keras_bert_zoo as kbz
+    from keras_bert_zoo import metrics
+    from keras_bert_zoo.jobs.predict import run_predict
+
+    model = kbz.from_preset(str(tiny), task="classifier", num_classes=1)
+    preset = str(kbz.save_preset(model, tmp_path / "regression"))
+    rng = np.random.default_rng(5)
+    rows = [f"{t}\t{rng.uniform(0, 5):.3f}\n" for t in _texts(400, 5)]
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(rows))
+    straight = run_predict("classifier", preset, tsv, tmp_path / "s.tsv", window=120)
+    gold = [float(r.rstrip("\n").split("\t")[1]) for r in rows]
+    written = [float(r.split("\t")[1]) for r in (tmp_path / "s.tsv").read_text().split("\n")[1:-1]]
+    expected = {"pearson": metrics.pearson(gold, written),
+                "spearman": metrics.spearman(gold, written)}  # fmt: skip
+    assert straight["metrics"] == expected and len(written) == 400
+    _resumes_to(straight, monkeypatch, "classifier", preset, tsv, window=120, windows=2)
+    rows[9] = rows[9].rsplit("\t", 1)[0] + "\thigh\n"  # file line 11
+    (tmp_path / "words.tsv").write_text("sentence\tlabel\n" + "".join(rows))
+    command = ["predict", "classify", "--model", preset, "--input", str(tmp_path / "words.tsv")]
+    assert main([*command, "--output", str(tmp_path / "u.tsv"), "--window", "5"]) == 2
+    assert re.search(r"words.tsv, line 11: label 'high' is not a number", capsys.readouterr().err)
+    assert json.loads(progress_path(tmp_path / "u.tsv").read_text())["rows"] == 9  # all before

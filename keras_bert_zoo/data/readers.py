@@ -223,6 +223,16 @@ def read_glue_tsv(
     return _encode_classification(path, examples, label_column, label_names, regression)
 
 
+def regression_label(path: PathLike, line: int, value: str) -> float:
+    """A regression label as a number; one that is not names file and line."""
+    try:
+        return float(value)
+    except ValueError:
+        raise file_error(
+            path, line, f"label {value!r} is not a number", "Regression labels must be numbers."
+        ) from None
+
+
 def _encode_classification(path, examples, label_column, label_names, regression):
     pairs = [(e.line, e.label) for e in examples]
     if label_column is None:
@@ -230,17 +240,7 @@ def _encode_classification(path, examples, label_column, label_names, regression
             os.fspath(path), examples, list(label_names or []), np.zeros([0], np.int32)
         )
     if regression:
-        values = []
-        for line, value in pairs:
-            try:
-                values.append(float(value))
-            except ValueError:
-                raise file_error(
-                    path,
-                    line,
-                    f"label {value!r} is not a number",
-                    "Regression labels must be numbers.",
-                ) from None
+        values = [regression_label(path, line, value) for line, value in pairs]
         return ClassificationData(os.fspath(path), examples, [], np.array(values, np.float32))
     if label_names is None:  # the training file decides the classes: check them
         _check_label_kinds(path, pairs)

@@ -65,7 +65,7 @@ def run_predict(
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
         window, restart: the file is streamed `window` rows at a time and continued after a
-            kill (`jobs.predict_stream`; not SQuAD, nor a regression's labelled file);
+            kill (`jobs.predict_stream`; not SQuAD);
             `restart` starts an unfinished output afresh.
         runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`); the exported
             ones are written once into the cache and reused. Streaming runs on Keras; another

@@ -6,10 +6,10 @@ whole, and so are the metrics of a labelled file: a classifier's confusion matri
 tagger's entity counts add up window by window (kept with each commit, `outputs.Tallied`);
 the reranker's ranked lists and metrics gather a query's pairs from anywhere in the file,
 so they come from a table on disk once every pair is scored (`finetuning.ranked_stream`).
+A regression's correlations rank every score at once: they are computed once the file is
+complete, from its labels and the written scores read back (8 bytes a row each, no texts).
 
-A regression's labelled file is read whole by `run_predict`: its Spearman correlation ranks
-every score at once. SQuAD is read whole too: its JSON is one document, and its answers
-file is one JSON object.
+SQuAD is read whole: its JSON is one document, and its answers file is one JSON object.
 """
 
 import os
@@ -24,6 +24,7 @@ from keras_bert_zoo.data.readers import (
     column_index,
     encode_labels,
     file_error,
+    regression_label,
     tsv_fields,
 )
 from keras_bert_zoo.data.rerank_reader import ranking_header, ranking_pairs
@@ -39,7 +40,7 @@ from keras_bert_zoo.inference.outputs import StreamOutput, Tallied, TextRows, pa
 from keras_bert_zoo.inference.streaming import Progress, stream
 from keras_bert_zoo.jobs.predictors import Predictor
 from keras_bert_zoo.jobs.streaming import model_identity
-from keras_bert_zoo.metrics import confusion_scores, entity_counts, entity_f1
+from keras_bert_zoo.metrics import confusion_scores, entity_counts, entity_f1, pearson, spearman
 from keras_bert_zoo.saving.atomic import fsync_path
 from keras_bert_zoo.tasks.classifier.task import ClassificationTask
 from keras_bert_zoo.tasks.reranker.task import RerankingTask, ranked_path
@@ -49,15 +50,9 @@ from keras_bert_zoo.training import bucketed_prediction
 
 
 def streams(predictor: Predictor, job, input) -> bool:
-    """Whether `kbz predict` streams `input`: a classifier's TSV (a regression's only without
-    its label column), a CoNLL file, or a reranker's pairs, labelled or not."""
-    if isinstance(job, (RerankingTask, TaggingTask)):
-        return True
-    if not isinstance(job, ClassificationTask):
-        return False
-    return predictor.label_names is not None or job.label_column not in first_line(input).split(
-        "\t"
-    )
+    """Whether `kbz predict` streams `input`: a classifier's TSV, a CoNLL file, or a
+    reranker's pairs, labelled or not (everything but SQuAD)."""
+    return isinstance(job, (ClassificationTask, RerankingTask, TaggingTask))
 
 
 def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):
@@ -84,9 +79,10 @@ def words_only(path) -> bool:
     return False
 
 
-def _records(path, source: LineSource, text_columns, label_column=None, label_names=()):
+def _records(path, source: LineSource, text_columns, label_column=None, label_names=None):
     """`(TextExample, mark)` per example of a headed TSV, checked line by line; with
-    `label_column`, the label as its id in `label_names` (an unknown one named by its line)."""
+    `label_column`, the label as its id in `label_names` (an unknown one named by its line),
+    or as a number where `label_names` is None (a regression)."""
     lines = iter(source)
     _, first = next(lines)
     header = first.split("\t")
@@ -98,7 +94,10 @@ def _records(path, source: LineSource, text_columns, label_column=None, label_na
         texts, label = [fields[c] for c in columns[: len(text_columns)]] + [None], None
         if labels:
             value = fields[columns[-1]].strip()
-            label = int(encode_labels(path, [(number, value)], label_names)[0])
+            if label_names is None:
+                label = regression_label(path, number, value)
+            else:
+                label = int(encode_labels(path, [(number, value)], label_names)[0])
         yield TextExample(texts[0], texts[1], label, number), source.mark()
 
 
@@ -107,14 +106,15 @@ def stream_classifications(
 ):
     """Writes the classifier TSV of `input`'s examples at `output`, a window at a time;
     returns it and, for a file with labels, accuracy and F1 (`ClassificationTask.metrics`)
-    from a confusion matrix added up window by window (kept with each commit)."""
+    from a confusion matrix added up window by window (kept with each commit), or a
+    regression's correlations once every row is written (`regression_scores`)."""
     names, columns = predictor.label_names, tuple(job.text_columns)
     lines, labelled = count_lines(input), job.label_column in first_line(input).split("\t")
     identity = _identity(job.spec.name, model, predictor, window, text_columns=list(columns))
     writer = TextRows(lambda start, p: classification_rows(p, names, start))
     writer.header = classification_header(names)
     size = len(names or [])
-    writer = Tallied(writer, size * size) if labelled else writer
+    writer = Tallied(writer, size * size) if labelled and names is not None else writer
     task = ClassificationTask(predictor.preprocessor)
     truncated, counts = {}, np.zeros(size, np.int64)
 
@@ -125,7 +125,7 @@ def stream_classifications(
             counts[:] += np.bincount(predictions.argmax(-1), minlength=size)
         full = [examples[i] for i in predictor.full_rows]
         truncated.update(task.token_counts(full) if full else {})
-        if not labelled:
+        if not labelled or names is None:
             return predictions
         cells = [e.label * size + p for e, p in zip(examples, predictions.argmax(-1), strict=True)]
         return predictions, np.bincount(cells, minlength=size * size)
@@ -139,6 +139,8 @@ def stream_classifications(
         raise file_error(input, None, "has a header but no examples", "Check the file.")
     length = predictor.preprocessor.sequence_length
     warn_truncated(input, "examples", truncated, rows, length)
+    if labelled and names is None:
+        return [Path(output)], regression_scores(input, output, columns, job.label_column)
     if labelled:  # every row's, a resumed run's earlier attempts too
         confusion = np.reshape(writer.totals, (size, size))
         warn_if_collapsed_counts(confusion.sum(0), names, input, confusion.sum(1))
@@ -147,6 +149,21 @@ def stream_classifications(
     if names is not None:  # the rows of this attempt (a resumed run: those after the resume)
         warn_if_collapsed_counts(counts, names, input)
     return [Path(output)], {}
+
+
+def regression_scores(input, output, text_columns, label_column) -> dict:
+    """Pearson and Spearman of a complete prediction file against `input`'s labels, both
+    read again a line at a time: a resumed run's earlier rows count too."""
+    records = _records(input, LineSource(input), text_columns, label_column)
+    labels = np.fromiter((example.label for example, _ in records), np.float64)
+    lines = iter(LineSource(output))
+    next(lines)  # the header
+    scores = (float(line.split("\t")[1]) for _, line in lines)
+    predictions = np.fromiter(scores, np.float64, len(labels))
+    return {
+        "pearson": pearson(labels, predictions),
+        "spearman": spearman(labels, predictions),
+    }
 
 
 def _identity(task, model, predictor, window, **options) -> dict:
