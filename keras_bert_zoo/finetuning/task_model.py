@@ -209,6 +209,8 @@ class TaskModel(BertModel):
 
         arguments = compile_arguments(request, self.behaviour.spec, task_loss, total_steps)
         BertModel.compile(trained, **arguments)
+        if packed and trained is not self:  # the task model holds the optimizer it trained
+            BertModel.compile(self, **arguments)  # with (`model.optimizer`, saved with it)
 
     def fit(
         self,

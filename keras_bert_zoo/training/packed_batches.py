@@ -58,15 +58,19 @@ class PackedSchedule:
         # Best-fit decreasing only looks at lengths, so every epoch's order packs into the
         # same number of rows (equal lengths trade places).
         rows = len(pack_rows(self.lengths, row_length))
-        per_batch = max(1, round(rows * batch_size / len(self.lengths)))
-        self.batch_size = -(-per_batch // multiple) * multiple
+        # About the steps of unpacked batches (`len // batch_size`, what the learning-rate
+        # schedule was made for), each of the rows' share, rounded to whole rows.
+        steps = len(self.lengths) // batch_size
+        per_batch = round(rows / steps / multiple) * multiple if steps else 0
+        self.batch_size = max(multiple, per_batch)
         self.slots = row_length // max(1, int(self.lengths.min()))
-        self.steps_per_epoch = rows // self.batch_size
+        self.steps_per_epoch = min(steps, rows // self.batch_size)
         if not self.steps_per_epoch:
             raise ValueError(
-                f"The training examples pack into {rows} rows of {row_length} tokens, fewer "
-                f"than one batch of {self.batch_size} rows; pass more examples or packing=False "
-                "(--no-packing)."
+                f"The {len(self.lengths)} training examples (packed into {rows} rows of "
+                f"{row_length} tokens) make fewer than one batch of {batch_size} examples split "
+                f"over {multiple} device(s); pass more examples, a smaller batch size, or "
+                "packing=False (--no-packing)."
             )
         self._epochs: dict = {}
 
