@@ -51,8 +51,18 @@ from keras_bert_zoo.training import bucketed_prediction
 
 def streams(predictor: Predictor, job, input) -> bool:
     """Whether `kbz predict` streams `input`: a classifier's TSV, a CoNLL file, or a
-    reranker's pairs, labelled or not (everything but SQuAD)."""
-    return isinstance(job, (ClassificationTask, RerankingTask, TaggingTask))
+    reranker's pairs, labelled or not (everything but SQuAD). A labelled file for a model
+    that recorded no label names (classes "0", "1", ...) is read whole, where the file's
+    own labels name the classes, as before streaming."""
+    if isinstance(job, RerankingTask):
+        return True
+    if not isinstance(job, (ClassificationTask, TaggingTask)):
+        return False
+    if predictor.named or predictor.label_names is None:  # None: a regression
+        return True
+    if isinstance(job, TaggingTask):
+        return words_only(input)
+    return job.label_column not in first_line(input).split("\t")
 
 
 def stream_predictions(model, predictor: Predictor, job, input, output, window, restart):

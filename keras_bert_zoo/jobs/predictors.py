@@ -48,6 +48,7 @@ class Predictor:
     preprocessor: object
     batch_size: int = 64
     label_names: list | None = None
+    named: bool = True  # the model recorded its label names (else "0", "1", ...)
     truncated: int = 0  # inputs so far that filled every token position
     full_rows: list = dataclasses.field(default_factory=list)  # those of the last call
 
@@ -56,11 +57,12 @@ class Predictor:
         """The predictor of a loaded task model (`load_task_model`); a model of named labels
         (its spec's `label_count`) without recorded names gets "0", "1", ..."""
         names = config.task_config.get("label_names")
+        named = names is not None
         count = registry.get(task).label_count
         classes = (config.task_config.get(count) or 1) if count else 1
         if names is None and classes > 1:
             names = [str(i) for i in range(classes)]
-        return cls(task, network, preprocessor, batch_size, names)
+        return cls(task, network, preprocessor, batch_size, names, named)
 
     @functools.cached_property
     def behaviour(self):
