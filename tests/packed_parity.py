@@ -100,10 +100,11 @@ def check_packed_parity(attention: str, tiny: dict):
         np.testing.assert_allclose(have, want, atol=2e-5, rtol=1e-4, err_msg=variable.path)
 
 
-def check_packed_fit_step(tiny: dict, num_classes: int):
+def check_packed_fit_step(tiny: dict, num_classes: int, empty_rows: int = 0):
     """One SGD fit step of a classifier on packed rows (`build_packed_classifier`,
     `packed_batches.packed_batch`, the loss averaged over the examples) moves every weight as
-    the unpacked step on the same examples does, and reports the same loss."""
+    the unpacked step on the same examples does, and reports the same loss; `empty_rows`
+    more rows (a batch filled up for the devices it is split over) change neither."""
     from keras_bert_zoo.finetuning.packed_training import packed_loss
     from keras_bert_zoo.packed_encoder import build_packed_classifier
     from keras_bert_zoo.training.packed_batches import packed_batch
@@ -130,8 +131,12 @@ def check_packed_fit_step(tiny: dict, num_classes: int):
     packed_model = build_packed_classifier(model)
     packed_model.compile(keras.optimizers.SGD(1.0), loss=packed_loss(loss), jit_compile=False)
     rows = pack_rows(LENGTHS, ROW_LENGTH)
-    inputs, targets, weights = packed_batch(x, y, rows, ROW_LENGTH // min(LENGTHS), ROW_LENGTH)
+    size = len(rows) + empty_rows
+    inputs, targets, weights = packed_batch(
+        x, y, rows, ROW_LENGTH // min(LENGTHS), ROW_LENGTH, size
+    )
     assert len(rows) < len(LENGTHS) and weights.sum() == len(LENGTHS) < weights.size
+    assert len(weights) == size
     packed_step_loss = packed_model.train_on_batch(inputs, targets, sample_weight=weights)
     np.testing.assert_allclose(packed_step_loss, unpacked_loss, rtol=1e-5)
 

@@ -41,9 +41,13 @@ def _free_port() -> int:
 
 
 def _finetune_argv(preset, train, output) -> list:
+    # Packed rows (the classifier's default): these 128 sentences pack into 4 rows (of up to 64
+    # tokens) per batch of 16, a multiple of the 4 devices, so the two runs' global batches
+    # are the same arrays. (A batch filled up with empty rows for the devices trains on the
+    # same examples and loss, but draws dropout masks for its own shape.)
     argv = ["finetune", "classify", "--preset", str(preset), "--train", str(train)]
     argv += ["--validation", str(train), "--output", str(output), "--epochs", "1"]
-    argv += ["--batch-size", "8", "--sequence-length", "32", "--learning-rate", "1e-3"]
+    argv += ["--batch-size", "16", "--sequence-length", "64", "--learning-rate", "1e-3"]
     return argv + ["--checkpoint-every", "4", "--no-export", "--seed", "3"]
 
 
@@ -55,12 +59,13 @@ def _weights(path) -> dict:
 @UNBLOCKED
 def test_two_processes_end_with_the_weights_of_one(tmp_path):
     preset = save_tiny_preset(tmp_path / "tiny", num_layers=1, max_sequence_length=64)
-    train = tmp_path / "train.tsv"  # 64 sentences: 8 steps of 8, validated after 4 and 8
-    train.write_text("".join(TRAIN.read_text().splitlines(keepends=True)[:65]))
+    train = tmp_path / "train.tsv"  # 128 sentences: 8 steps of 16, validated after 4 and 8
+    train.write_text("".join(TRAIN.read_text().splitlines(keepends=True)[:129]))
     one, two = tmp_path / "one", tmp_path / "two"
     assert main(_finetune_argv(preset, train, one)) == 0  # one device, `--strategy none`
 
-    command = [sys.executable, "-m", "keras_bert_zoo.cli", *_finetune_argv(preset, train, two)]
+    command = [sys.executable, "-m", "keras_bert_zoo.cli", "-v"]  # -v: its packing line
+    command += _finetune_argv(preset, train, two)
     command += ["--strategy", "data-parallel"]
     address = f"127.0.0.1:{_free_port()}"
     processes = []
@@ -82,6 +87,8 @@ def test_two_processes_end_with_the_weights_of_one(tmp_path):
             p.kill()
     for p, output in zip(processes, outputs, strict=True):
         assert p.returncode == 0, output[-3000:]
+        assert "Training on packed rows: 4 rows of" in output, output[-3000:]
+        assert "empty row" not in output
 
     expected, got = _weights(one / "model.keras"), _weights(two / "model.keras")
     assert sorted(got) == sorted(expected)

@@ -71,9 +71,9 @@ def test_packed_outputs_and_gradients_equal_unpacked(attention):
     check_packed_parity(attention, TINY)
 
 
-@pytest.mark.parametrize("num_classes", [3, 1])
-def test_a_packed_fit_step_equals_the_unpacked_one(num_classes):
-    check_packed_fit_step(TINY, num_classes)
+@pytest.mark.parametrize(("num_classes", "empty_rows"), [(3, 0), (1, 0), (3, 3)])
+def test_a_packed_fit_step_equals_the_unpacked_one(num_classes, empty_rows):
+    check_packed_fit_step(TINY, num_classes, empty_rows)
 
 
 def test_packed_fit_reports_each_epochs_padding(preset):
@@ -129,3 +129,24 @@ def test_packed_batches_are_static_hold_each_example_once_and_resume_at_any_step
     later = next(iter(stream(steps + 1)))  # a resumed run starts at any step: the same batch
     for got, want in zip(keras.tree.flatten(later), keras.tree.flatten(batches[-1]), strict=True):
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_packed_batches_over_devices_hold_one_devices_examples_and_empty_rows():
+    # A data-parallel run (`multiple`: its devices) must train on one device's batches: the
+    # same examples in the same rows, filled up with empty rows that weigh nothing.
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(3, 30, 300)
+    mask = (np.arange(32)[None] < lengths[:, None]).astype("int32")
+    x = {"token_ids": rng.integers(1, 99, mask.shape) * mask, "segment_ids": 0 * mask}
+    x["padding_mask"] = mask
+    y = np.arange(300, dtype="int32")
+    one, four = PackedSchedule(lengths, 16, 32, seed=3), PackedSchedule(lengths, 16, 32, 3, 4)
+    assert one.steps_per_epoch == four.steps_per_epoch
+    assert four.batch_size % 4 == 0 and four.batch_size > one.batch_size  # rows filled up
+    streams = [packed_batches.training_stream(x, y, s)(0) for s in (one, four)]
+    for a, b in itertools.islice(zip(*streams, strict=True), one.steps_per_epoch + 1):
+        a, b = keras.tree.map_structure(np.asarray, (a, b))
+        rows = one.batch_size
+        for got, want in zip(keras.tree.flatten(b), keras.tree.flatten(a), strict=True):
+            np.testing.assert_array_equal(got[:rows], want)
+            assert not got[rows:].any()  # empty rows: no token, no example, weight 0

@@ -37,13 +37,15 @@ def use_packing(job, packing, bucketing: bool = True) -> bool:
 def packed_schedule(lengths, batch_size: int, row_length: int, seed: int, multiple: int = 1):
     """The packed batches (`PackedSchedule`), logged in one line."""
     schedule = PackedSchedule(lengths, batch_size, row_length, seed, multiple)
+    empty = schedule.batch_size - schedule.rows_per_batch
     logger.info(
         "Training on packed rows: %d rows of %d tokens per batch (%d examples on average, "
-        "at most %d per row), %.3f token positions per real token.",
-        schedule.batch_size,
+        "at most %d per row)%s, %.3f token positions per real token.",
+        schedule.rows_per_batch,
         schedule.row_length,
         batch_size,
         schedule.slots,
+        f" and {empty} empty row(s) to split it over {multiple} devices" if empty else "",
         1 / schedule.tokens_per_position(0),
     )
     return schedule

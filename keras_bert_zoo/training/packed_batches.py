@@ -43,11 +43,16 @@ class PackedSchedule:
             rows are as long as the longest example, rounded up to a multiple of 8, as
             attention costs each token the row's length.
         seed: the run's seed; epoch `e` uses `numpy.random.default_rng([seed, e])`.
-        multiple: `rows_per_batch` is a multiple of it (the devices a batch is split over).
+        multiple: each batch is filled up with empty rows (no example, weight 0) to a
+            multiple of it: the devices a batch is split over. The batches' examples do not
+            depend on it, so a data-parallel run trains on the examples and the loss of one
+            device's batches (with empty rows its dropout masks differ: they are drawn for
+            the batch's shape).
 
-    `batch_size` is the rows per batch (what the stream's batches count, as for
-    `BatchSchedule`); `slots` the example places per row (the most examples a row of
-    `row_length` can hold, given the shortest example).
+    `rows_per_batch` is the rows of examples per batch; `batch_size` the rows a batch holds
+    with the empty ones (what the stream's batches count, as for `BatchSchedule`); `slots`
+    the example places per row (the most examples a row of `row_length` can hold, given the
+    shortest example).
     """
 
     def __init__(self, lengths, batch_size: int, row_length: int, seed: int, multiple: int = 1):
@@ -61,16 +66,15 @@ class PackedSchedule:
         # About the steps of unpacked batches (`len // batch_size`, what the learning-rate
         # schedule was made for), each of the rows' share, rounded to whole rows.
         steps = len(self.lengths) // batch_size
-        per_batch = round(rows / steps / multiple) * multiple if steps else 0
-        self.batch_size = max(multiple, per_batch)
+        self.rows_per_batch = max(1, round(rows / steps)) if steps else 0
+        self.batch_size = -(-self.rows_per_batch // multiple) * multiple
         self.slots = row_length // max(1, int(self.lengths.min()))
-        self.steps_per_epoch = min(steps, rows // self.batch_size)
+        self.steps_per_epoch = min(steps, rows // max(1, self.rows_per_batch))
         if not self.steps_per_epoch:
             raise ValueError(
                 f"The {len(self.lengths)} training examples (packed into {rows} rows of "
-                f"{row_length} tokens) make fewer than one batch of {batch_size} examples split "
-                f"over {multiple} device(s); pass more examples, a smaller batch size, or "
-                "packing=False (--no-packing)."
+                f"{row_length} tokens) make fewer than one batch of {batch_size} examples; "
+                "pass more examples, a smaller batch size, or packing=False (--no-packing)."
             )
         self._epochs: dict = {}
 
@@ -80,7 +84,7 @@ class PackedSchedule:
             rng = np.random.default_rng([self.seed, epoch])
             order = rng.permutation(len(self.lengths))
             rows = [order[row] for row in pack_rows(self.lengths[order], self.row_length)]
-            shuffle = rng.permutation(len(rows))[: self.steps_per_epoch * self.batch_size]
+            shuffle = rng.permutation(len(rows))[: self.steps_per_epoch * self.rows_per_batch]
             # the newest two: the stream runs ahead of the epoch the report asks about
             self._epochs = {**{e: r for e, r in self._epochs.items() if e == epoch - 1},
                             epoch: [rows[i] for i in shuffle]}  # fmt: skip
@@ -89,21 +93,23 @@ class PackedSchedule:
     def batch(self, step: int) -> list:
         """The rows of batch `step` of the run."""
         rows = self.epoch(step // self.steps_per_epoch)
-        start = step % self.steps_per_epoch * self.batch_size
-        return rows[start : start + self.batch_size]
+        start = step % self.steps_per_epoch * self.rows_per_batch
+        return rows[start : start + self.rows_per_batch]
 
     def tokens_per_position(self, epoch: int) -> float:
         """Real tokens over the token positions computed in `epoch` (1: no padding)."""
         real = sum(int(self.lengths[row].sum()) for row in self.epoch(epoch))
-        return real / (self.steps_per_epoch * self.batch_size * self.row_length)
+        return real / (self.steps_per_epoch * self.batch_size * self.row_length)  # empty rows too
 
 
-def packed_batch(x: dict, y, rows: list, slots: int, row_length: int):
-    """`(inputs, targets, sample_weight)` of one batch of `rows` of example indices:
-    `ROW_INPUTS` `[rows, row_length]` and `example_start` `[rows, slots]`; the targets of
-    each place `[rows, slots, ...]` and its weight (1 for an example, 0 for an unused place).
+def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int = 0):
+    """`(inputs, targets, sample_weight)` of one batch of `rows` of example indices, filled
+    up to `size` rows with empty ones (all padding): `ROW_INPUTS` `[size, row_length]` and
+    `example_start` `[size, slots]`; the targets of each place `[size, slots, ...]` and its
+    weight (1 for an example, 0 for an unused place).
     """
-    members = np.concatenate(rows)
+    rows = list(rows) + [[]] * max(0, size - len(rows))
+    members = np.concatenate(rows).astype(np.int64)
     sizes = np.cumsum([0] + [len(row) for row in rows])
     local = [list(range(sizes[r], sizes[r + 1])) for r in range(len(rows))]
     examples = {key: np.asarray(x[key])[members] for key in ROW_INPUTS[:3]}
@@ -131,11 +137,12 @@ def training_stream(x: dict, y, schedule: PackedSchedule):
 
     def batches(start):
         for step in itertools.count(int(start)):
-            yield packed_batch(x, y, schedule.batch(step), schedule.slots, schedule.row_length)
+            rows = schedule.batch(step)
+            yield packed_batch(x, y, rows, schedule.slots, schedule.row_length, schedule.batch_size)
 
     if tf is None:
         return batches
-    first = packed_batch(x, y, schedule.batch(0), schedule.slots, schedule.row_length)
+    first = next(batches(0))
     signature = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)), first)
 
     def stream(start: int) -> tf.data.Dataset:
