@@ -25,16 +25,21 @@ import dataclasses
 import keras
 
 from keras_bert_zoo.encoder import architecture_of, build_encoder, find_encoder
-from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule, use_packing
+from keras_bert_zoo.finetuning.packed_training import use_packing
 from keras_bert_zoo.finetuning.raw_data import split_stream
-from keras_bert_zoo.finetuning.task_training import AUTO, TaskValidation, compile_arguments
+from keras_bert_zoo.finetuning.task_training import (
+    AUTO,
+    TaskValidation,
+    compile_task_model,
+    training_batches,
+)
 from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.presets import factory
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching, bucketed_prediction, packed_batches
+from keras_bert_zoo.training import bucketed_prediction
 
 PREDICT_BATCH_SIZE = 64
 
@@ -195,22 +200,7 @@ class TaskModel(BertModel):
         )
         self._user_compiled = optimizer != AUTO and loss != AUTO
         if self._user_compiled:
-            self._compile(self, None, None)
-
-    def _compile(self, trained, dataset, total_steps, packed=False):
-        """Compiles `trained` (this model, or the behaviour's training wrapper around it) as
-        `compile` asked, its "auto" parts filled in (`task_training.compile_arguments`);
-        `packed`: its batches are packed rows, the task's loss averaged over their examples."""
-        request = dict(self._compile_request or {})
-
-        def task_loss():  # made only when the request leaves the loss "auto"
-            loss = self.job().loss(dataset)
-            return packed_loss(loss) if packed else loss
-
-        arguments = compile_arguments(request, self.behaviour.spec, task_loss, total_steps)
-        BertModel.compile(trained, **arguments)
-        if packed and trained is not self:  # the task model holds the optimizer it trained
-            BertModel.compile(self, **arguments)  # with (`model.optimizer`, saved with it)
+            compile_task_model(self, self, None, None)
 
     def fit(
         self,
@@ -256,29 +246,12 @@ class TaskModel(BertModel):
         defaults = self.behaviour.spec.defaults
         batch_size = batch_size or defaults["batch_size"]
         epochs = epochs or defaults["epochs"]
-        inputs, targets = job.training_arrays(dataset, seed)
-        rows = job.training_rows(batch_size)
-        if len(inputs["token_ids"]) < rows:
-            raise ValueError(
-                f"`x` gives {len(inputs['token_ids'])} training rows, fewer than one batch of "
-                f"{rows}; pass a smaller `batch_size` (got {batch_size})."
-            )
-        lengths = batching.real_lengths(inputs)
-        length = self.preprocessor.sequence_length
-        callbacks = list(callbacks or [])
-        if packed:
-            schedule = packed_schedule(lengths, rows, length, seed)
-            trained = job.packed_training_model(self)
-            stream = packed_batches.training_stream(inputs, targets, schedule)(0)
-            callbacks.insert(0, packed_batches.PackingReport(schedule))
-        else:
-            schedule = job.training_schedule(
-                dataset, lengths, rows, length, epochs, bucketing, seed
-            )
-            trained = job.training_model(self)
-            stream = batching.training_stream(inputs, targets, schedule, job.sequence_outputs)(0)
+        trained, schedule, stream, added = training_batches(
+            job, self, dataset, batch_size, epochs, bucketing, packed, seed
+        )
+        callbacks = [*added, *(callbacks or [])]
         if trained is not self or not self._user_compiled:  # else the user's own, as given
-            self._compile(trained, dataset, epochs * schedule.steps_per_epoch, packed)
+            compile_task_model(self, trained, dataset, epochs * schedule.steps_per_epoch, packed)
         if validation_data is not None:
             callbacks.insert(0, TaskValidation(self, *validation_data))
         fit = super().fit if trained is self else trained.fit

@@ -1,5 +1,6 @@
-"""What a task model's `fit` on raw data adds to Keras': the default compile and the
-per-epoch validation with the task's metrics (`finetuning.task_model`).
+"""What a task model's `fit` on raw data adds to Keras': its batches (packed rows or length
+buckets), the default compile and the per-epoch validation with the task's metrics
+(`finetuning.task_model`).
 
 `compile_arguments` fills the "auto" parts of a `compile(...)` request as `kbz finetune`
 does: BERT's AdamW on the task's warmup + linear-decay schedule over the steps the `fit`
@@ -8,10 +9,39 @@ runs, the task's loss, XLA except on PyTorch.
 
 import keras
 
+from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule
 from keras_bert_zoo.layers.backend import default_jit_compile
+from keras_bert_zoo.model import BertModel
+from keras_bert_zoo.training import batching, packed_batches
 from keras_bert_zoo.training.optimizers import create_optimizer
+from keras_bert_zoo.training.processes import batch_devices
 
 AUTO = "auto"
+
+
+def training_batches(job, model, dataset, batch_size, epochs, bucketing, packed, seed):
+    """What `model.fit` on raw data trains: `(trained, schedule, stream, callbacks)`, the
+    model stepped (`model`, or the behaviour's wrapper around it), the batches' schedule, an
+    endless stream of them and the callbacks they add. Packed rows (`packed_training`, split
+    over the devices of a Keras distribution if one is set) or the task's length buckets."""
+    inputs, targets = job.training_arrays(dataset, seed)
+    rows = job.training_rows(batch_size)  # examples, or groups of them (the reranker's)
+    if len(inputs["token_ids"]) < rows:
+        raise ValueError(
+            f"`x` gives {len(inputs['token_ids'])} training rows, fewer than one batch of "
+            f"{rows}; pass a smaller `batch_size` (got {batch_size})."
+        )
+    batch_size, lengths = rows, batching.real_lengths(inputs)
+    length = model.preprocessor.sequence_length
+    if packed:
+        devices = batch_devices(keras.distribution.distribution())
+        schedule = packed_schedule(lengths, batch_size, length, seed, devices)
+        stream = packed_batches.training_stream(inputs, targets, schedule)(0)
+        report = packed_batches.PackingReport(schedule)
+        return job.packed_training_model(model), schedule, stream, [report]
+    schedule = job.training_schedule(dataset, lengths, batch_size, length, epochs, bucketing, seed)
+    stream = batching.training_stream(inputs, targets, schedule, job.sequence_outputs)(0)
+    return job.training_model(model), schedule, stream, []
 
 
 def compile_arguments(request: dict, spec, task_loss, total_steps) -> dict:
@@ -35,6 +65,22 @@ def compile_arguments(request: dict, spec, task_loss, total_steps) -> dict:
     jit_compile = request.pop("jit_compile", AUTO)
     jit_compile = default_jit_compile() if jit_compile == AUTO else jit_compile
     return dict(optimizer=optimizer, loss=loss, jit_compile=jit_compile, **request)
+
+
+def compile_task_model(model, trained, dataset, total_steps, packed=False):
+    """Compiles `trained` (the task model `model`, or the behaviour's training wrapper around
+    it) as `model.compile` asked, its "auto" parts filled in (`compile_arguments`);
+    `packed`: its batches are packed rows, the task's loss averaged over their examples."""
+    request = dict(model._compile_request or {})
+
+    def task_loss():  # made only when the request leaves the loss "auto"
+        loss = model.job().loss(dataset)
+        return packed_loss(loss) if packed else loss
+
+    arguments = compile_arguments(request, model.behaviour.spec, task_loss, total_steps)
+    BertModel.compile(trained, **arguments)
+    if packed and trained is not model:  # the task model holds the optimizer it trained
+        BertModel.compile(model, **arguments)  # with (`model.optimizer`, saved with it)
 
 
 class TaskValidation(keras.callbacks.Callback):
