@@ -24,6 +24,7 @@ from keras_bert_zoo.data.line_stream import LineSource, count_lines
 from keras_bert_zoo.inference.outputs import NpyRows, StreamOutput, progress_path
 from keras_bert_zoo.inference.streaming import stream
 from keras_bert_zoo.jobs import embed as embed_job
+from keras_bert_zoo.training import bucketed_prediction
 
 WORDS = (Path(__file__).parent / "data" / "finetune" / "sst2_train_head.tsv").read_text().split()
 
@@ -142,11 +143,9 @@ def _stop_after(monkeypatch, windows):
 
 
 def fail_prediction(patch, call: int) -> list:
-    """Makes the streamed predictions (`jobs.predict_stream`) fail at prediction pass `call`
-    (a crash after `call - 1` windows are committed); returns the list of passes run."""
-    from keras_bert_zoo.jobs import predict_stream
-
-    calls, predict = [], predict_stream.bucketed_prediction.predict
+    """Makes the streamed predictions (the tasks' `stream_predictions`) fail at prediction
+    pass `call` (a crash after `call - 1` windows are committed); returns the passes run."""
+    calls, predict = [], bucketed_prediction.predict
 
     def failing(*args):
         calls.append(1)
@@ -154,7 +153,7 @@ def fail_prediction(patch, call: int) -> list:
             raise _Stop("crash")
         return predict(*args)
 
-    patch.setattr(predict_stream.bucketed_prediction, "predict", failing)
+    patch.setattr(bucketed_prediction, "predict", failing)
     return calls
 
 

@@ -1,6 +1,6 @@
 """`kbz predict rerank` streamed (issue 48): the scores file, the ranked lists and the metrics
 of a pairs TSV with memory bounded by the window; the same files and metrics as the whole-file
-path (`reranking.write_scores`, `RerankingTask.metrics`); continued after a stop or a kill to
+path (`prediction_files.write_scores`, `RerankingTask.metrics`); continued after a stop or a kill to
 the bytes of an uninterrupted run; a malformed line named after the pairs before it are kept.
 
 The model is a tiny random reranker saved as a preset, so nothing trains."""
@@ -18,12 +18,13 @@ from test_streaming import _Stop, _texts, fail_prediction, kill_and_resume
 from keras_bert_zoo import ranking_metrics
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.data.rerank_reader import read_ranking_tsv
-from keras_bert_zoo.finetuning.ranked_stream import pairs_path
 from keras_bert_zoo.inference.outputs import progress_path
-from keras_bert_zoo.jobs import predict_stream
 from keras_bert_zoo.jobs.predict import run_predict
 from keras_bert_zoo.jobs.predictors import load_predictor
-from keras_bert_zoo.tasks.reranker.task import RerankingTask, ranked_path, write_scores
+from keras_bert_zoo.tasks.reranker import stream as predict_stream
+from keras_bert_zoo.tasks.reranker.prediction_files import ranked_path, write_scores
+from keras_bert_zoo.tasks.reranker.ranked_stream import pairs_path
+from keras_bert_zoo.tasks.reranker.task import RerankingTask
 
 
 def _pairs_tsv(path, count, seed=0, labelled=True, queries=40):
@@ -135,11 +136,12 @@ def _traced_rerank(tmp_path, rows: int, window: int):
         patch.setattr(predict_stream, "packed_arrays", arrays)
         patch.setattr(predict_stream.bucketed_prediction, "prediction_buckets", lambda *a: [8])
         patch.setattr(predict_stream.bucketed_prediction, "predict", lambda n, x, *a: x["n"])
-        patch.setattr(predict_stream, "model_identity", lambda model: {"preset": "fake"})
         patch.setattr(os, "fsync", lambda fd: None)  # durability is not the subject: speed
         tracemalloc.start()
         output = tmp_path / f"s{rows}.tsv"
-        result = predict_stream.stream_scores("m", predictor, job, path, output, window, False)
+        identity = {"model": {"preset": "fake"}}
+        arguments = (path, output, window, False, identity, ranked_path(output))
+        result = predict_stream.stream_scores(job, predictor, *arguments)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert result == ([output, ranked_path(output)], {})

@@ -30,6 +30,17 @@ def test_behaviours_and_specs_name_the_same_tasks():
         assert task.spec is SPECS[name]
 
 
+def test_a_task_streams_predictions_where_its_spec_says_so():
+    # `spec.streams` gives `kbz predict` its --window flag (Keras-free); the behaviour streams
+    from keras_bert_zoo.finetuning.common import FinetuningTask
+    from keras_bert_zoo.tasks.models import FINETUNING_TASKS
+
+    for name, task in FINETUNING_TASKS.items():
+        for method in ("streams", "stream_predictions"):
+            own = getattr(task, method) is not getattr(FinetuningTask, method)
+            assert own == task.spec.streams, (name, method)
+
+
 def test_behaviour_defaults_are_the_specs_defaults():
     from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from keras_bert_zoo.data.line_stream import LineSource
 from keras_bert_zoo.data.readers import PathLike, encode_labels, file_error, read_lines
 
 
@@ -127,6 +128,14 @@ def conll_sentences(
         )
     if current:
         yield _sentence(current)
+
+
+def words_only(path: PathLike) -> bool:
+    """Whether a CoNLL file's first word line has no tag column (text to tag)."""
+    for _, line in LineSource(path):
+        if line.strip() and not line.startswith("-DOCSTART-"):
+            return len(line.split("\t") if "\t" in line else line.split()) == 1
+    return False
 
 
 def _sentence(current) -> TaggedSentence:

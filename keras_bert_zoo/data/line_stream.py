@@ -81,3 +81,10 @@ class LineSource:
     def mark(self) -> tuple[int, str]:
         """`(lines read, digest)`."""
         return self.lines, self.digest()
+
+
+def first_line(path: PathLike) -> str:
+    """The first line of a text file (gzip read transparently), without reading the rest."""
+    for _, line in LineSource(path):
+        return line
+    raise file_error(path, None, "is empty; expected a TSV file", "Check the path.")

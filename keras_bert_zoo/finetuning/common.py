@@ -148,6 +148,17 @@ class FinetuningTask:
     def evaluate(self, dataset, outputs, extra, warn=True):
         return self.metrics(dataset, self.predict(dataset, outputs, extra), warn)
 
+    # `kbz predict` on a file, a window at a time (where `spec.streams`; `inference.outputs`).
+    def streams(self, predictor, input) -> bool:
+        """Whether `kbz predict` streams `input` with `predictor` (else reads it whole)."""
+        return False
+
+    def stream_predictions(self, predictor, input, output, window, restart, identity):
+        """`(prediction files, metrics)` of `input`, written at `output` a window of rows at a
+        time and resumed after a kill (`restart`: begin again); `identity`: what determines
+        the output besides the file (model, settings), which a resume must match."""
+        raise NotImplementedError
+
 
 def specials(tokenizer):
     return dict(

@@ -11,8 +11,8 @@ float32 or int8 (`keras_bert_zoo.runtimes`); every task decodes the outputs the 
 
 from keras_bert_zoo.inference.streaming import DEFAULT_WINDOW
 from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
-from keras_bert_zoo.jobs.predict_stream import stream_predictions, streams
 from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
+from keras_bert_zoo.jobs.streaming import prediction_identity
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS
@@ -65,7 +65,7 @@ def run_predict(
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
         window, restart: the file is streamed `window` rows at a time and continued after a
-            kill (`jobs.predict_stream`; not SQuAD);
+            kill (the task's `stream_predictions`; not SQuAD);
             `restart` starts an unfinished output afresh.
         runtime: "keras", "onnx" or "openvino" (`keras_bert_zoo.runtimes`); the exported
             ones are written once into the cache and reused. Streaming runs on Keras; another
@@ -100,8 +100,9 @@ def run_predict(
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
     job = FINETUNING_TASKS[task](preprocessor, **options)
     predictor = Predictor.of(task, network, preprocessor, config, batch_size)
-    if keras and bucketing and streams(predictor, job, input):  # streamed, resumable
-        files, metrics = stream_predictions(model, predictor, job, input, output, window, restart)
+    if keras and bucketing and job.streams(predictor, input):  # streamed, resumable
+        identity = prediction_identity(spec.name, model, predictor, window)
+        files, metrics = job.stream_predictions(predictor, input, output, window, restart, identity)
         return {"files": [str(f) for f in files], "metrics": metrics}
     dataset = job.read(
         input, label_names=config.task_config.get("label_names"), labels_optional=True

@@ -19,3 +19,15 @@ def model_identity(model) -> dict:
         "files": {str(p.relative_to(source)): fingerprint(p) for p in files},
         "settings": settings,
     }
+
+
+def prediction_identity(task: str, model, predictor, window: int) -> dict:
+    """What determines a streamed `kbz predict` file besides its input (a resume must match
+    it): the command, the model's files, the sequence length, batch and window sizes."""
+    return {
+        "command": f"predict {task}",
+        "model": model_identity(model),
+        "sequence_length": predictor.preprocessor.sequence_length,
+        "batch_size": predictor.batch_size,
+        "window": window,
+    }

@@ -65,7 +65,7 @@ def add_parser(subcommands) -> None:
             "--no-bucketing pads every batch to --sequence-length)",
         )
         add_runtime_arguments(parser)
-        if spec.streams:  # streamed (jobs.predict_stream)
+        if spec.streams:  # streamed (the task's `stream_predictions`)
             add_stream_arguments(parser)
         add_predict_task_flags(parser, task)
         parser.set_defaults(run=run)

@@ -15,6 +15,7 @@ from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.packed_encoder import build_packed_classifier
 from keras_bert_zoo.task_graphs import classifier_loss
+from keras_bert_zoo.tasks.classifier import stream as streaming
 from keras_bert_zoo.tasks.classifier.spec import CLASSIFIER
 from keras_bert_zoo.tokenization.arrays import packed_arrays
 
@@ -135,6 +136,13 @@ class ClassificationTask(FinetuningTask):
             return {"score": float(output)}
         scores = {name: float(p) for name, p in zip(label_names, output, strict=True)}
         return {"label": label_names[int(np.argmax(output))], "scores": scores}
+
+    def streams(self, predictor, input) -> bool:
+        return streaming.streams(self, predictor, input)
+
+    def stream_predictions(self, predictor, input, output, window, restart, identity):
+        arguments = (predictor, input, output, window, restart, identity)
+        return streaming.stream_classifications(self, *arguments)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

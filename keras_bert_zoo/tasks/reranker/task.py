@@ -35,66 +35,25 @@ from keras_bert_zoo.finetuning.raw_data import column, ranking_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
-from keras_bert_zoo.saving.atomic import write_text
 from keras_bert_zoo.task_graphs import build_group_scorer, listwise_loss, reranker_loss
 from keras_bert_zoo.tasks.reranker.hard_negatives import (
     embedder_source,
     embedding_function,
     mine_hard_negatives,
 )
+from keras_bert_zoo.tasks.reranker.prediction_files import (
+    ranked_path,
+    warn_unanswered,
+    write_scores,
+)
 from keras_bert_zoo.tasks.reranker.query_groups import query_groups
 from keras_bert_zoo.tasks.reranker.spec import RERANKER
+from keras_bert_zoo.tasks.reranker.stream import stream_scores
 from keras_bert_zoo.tokenization.arrays import packed_arrays, token_lists
 
 logger = logging.getLogger(__name__)
 LABELS = ["0", "1"]  # irrelevant, relevant: the label vocabulary a validation file is read with
 LOSSES = RERANKER.option("ranking_loss").choices
-
-
-def ranked_path(path) -> Path:
-    """`predictions.tsv` -> `predictions.ranked.tsv`: where the ranked lists go."""
-    path = Path(path)
-    return path.with_name(f"{path.stem}.ranked{path.suffix or '.tsv'}")
-
-
-def scored_row(row: str, score: float) -> str:
-    """A line of the scores file: the input's line and its score."""
-    return f"{row}\t{score:.6f}"
-
-
-def ranked_header(labelled: bool) -> str:
-    return "\t".join(["query", "rank", "score", "passage"] + (["label"] if labelled else []))
-
-
-def ranked_row(query: str, rank: int, score: float, passage: str, label) -> str:
-    """A line of the ranked lists (`label` None for a file without labels)."""
-    fields = [query, str(rank), f"{score:.6f}", passage]
-    return "\t".join(fields + ([] if label is None else [str(label)]))
-
-
-def write_scores(path, dataset: RankingData, scores) -> list[Path]:
-    """The input's rows, in input order, each with its `score`; the ranked lists beside."""
-    path = Path(path)
-    rows = ["\t".join([*dataset.header, "score"])]
-    rows += [scored_row(p.row, s) for p, s in zip(dataset.pairs, scores, strict=True)]
-    write_text(path, "\n".join(rows) + "\n")
-    ranked = [ranked_header(dataset.labelled)]
-    for group in ranking_metrics.group_rows(dataset.queries):
-        for rank, row in enumerate(group[ranking_metrics.rank_order(scores[group])], start=1):
-            pair = dataset.pairs[row]
-            ranked.append(ranked_row(pair.query, rank, scores[row], pair.passage, pair.label))
-    write_text(ranked_path(path), "\n".join(ranked) + "\n")
-    return [path, ranked_path(path)]
-
-
-def warn_unanswered(path, missing: int) -> None:
-    """Warns of `missing` queries without a relevant passage (they count 0 in every metric)."""
-    if missing:
-        logger.warning(
-            "%s: %d queries have no relevant passage; they count 0 in every metric.",
-            path,
-            missing,
-        )
 
 
 @dataclasses.dataclass
@@ -270,6 +229,13 @@ class RerankingTask(FinetuningTask):
 
     def write_predictions(self, dataset, predictions, path):
         return write_scores(path, dataset, np.asarray(predictions))
+
+    def streams(self, predictor, input) -> bool:
+        return True  # labelled or not: its scores need no label names
+
+    def stream_predictions(self, predictor, input, output, window, restart, identity):
+        ranked = ranked_path(output)
+        return stream_scores(self, predictor, input, output, window, restart, identity, ranked)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

@@ -13,6 +13,7 @@ from keras_bert_zoo.finetuning.raw_data import tagging_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import warn_truncated
 from keras_bert_zoo.task_graphs import tagger_loss
+from keras_bert_zoo.tasks.tagger import stream as streaming
 from keras_bert_zoo.tasks.tagger.spec import TAGGER
 
 
@@ -100,6 +101,12 @@ class TaggingTask(FinetuningTask):
 
     def write_predictions(self, dataset, predictions, path):
         return write_conll(path, [s.words for s in dataset.sentences], predictions)
+
+    def streams(self, predictor, input) -> bool:
+        return streaming.streams(predictor, input)
+
+    def stream_predictions(self, predictor, input, output, window, restart, identity):
+        return streaming.stream_tags(self, predictor, input, output, window, restart, identity)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

@@ -1,5 +1,5 @@
 """The reranker's prediction files and metrics while `kbz predict rerank` streams: the same
-two files as `reranking.write_scores`, with memory bounded by the window, not the input.
+two files as `prediction_files.write_scores`, with memory bounded by the window, not the input.
 
 The scores file (the input's lines in input order, each with its score) is appended a
 window at a time (`inference.outputs.TextRows`). The ranked lists and the metrics group a
@@ -20,7 +20,7 @@ import numpy as np
 from keras_bert_zoo import ranking_metrics
 from keras_bert_zoo.inference.outputs import TextRows
 from keras_bert_zoo.saving.atomic import staged_file
-from keras_bert_zoo.tasks.reranker.task import (
+from keras_bert_zoo.tasks.reranker.prediction_files import (
     ranked_header,
     ranked_row,
     scored_row,
