@@ -2,7 +2,7 @@
 
 Runs `kbz finetune TASK ...` in this process (the command line's own code path, default flags
 unless given) with timers wrapped around its phases, and prints one table: imports, reading
-and tokenizing, building the model, each training step (the first step of each bucket length
+and tokenizing, building the model, each training step (the first step of each batch length
 includes its XLA compile: reported as that step minus the median step of the same length),
 validation per epoch (the first also compiles the prediction programs), checkpoint writes,
 the final prediction pass and files, `model.keras`, `preset/` and the SavedModel export.
@@ -42,12 +42,13 @@ def timed(owner, name: str, label: str) -> None:
     setattr(owner, name, wrapper)
 
 
-class Schedule(runs.batching.BatchSchedule):
-    last = None
+SCHEDULES = []  # the run's batch schedule (length buckets or packed rows)
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        Schedule.last = self
+
+def step_length(step: int) -> int:
+    """The token length of training step `step`'s batch."""
+    schedule = SCHEDULES[-1]
+    return getattr(schedule, "row_length", None) or schedule.batch(step)[1]
 
 
 class Validation(runs.ValidationCallback):
@@ -57,12 +58,12 @@ class Validation(runs.ValidationCallback):
         self._began = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-        length = Schedule.last.batch(len(STEPS))[1]
-        STEPS.append((length, time.perf_counter() - self._began))
+        STEPS.append((step_length(len(STEPS)), time.perf_counter() - self._began))
 
 
 def install() -> None:
-    runs.batching.BatchSchedule = Schedule
+    schedule = runs.training_schedule
+    runs.training_schedule = lambda *a, **k: SCHEDULES.append(schedule(*a, **k)) or SCHEDULES[-1]
     runs.ValidationCallback = Validation
     timed(runs.BertPreprocessor, "from_preset", "preprocessor (vocabulary)")
     for task in runs.FINETUNING_TASKS.values():
@@ -70,14 +71,14 @@ def install() -> None:
         timed(task, "arrays", "tokenize")
         timed(task, "write_predictions", "write predictions file")
     timed(runs, "from_preset", "build model + load weights")
-    timed(runs.RunDirectory, "__enter__", "run directory (fingerprints, lock)")
+    timed(runs.ProcessRun, "__enter__", "run directory (fingerprints, lock)")
     timed(Validation, "on_epoch_end", "validation (per epoch)")
     timed(runs.fit_resumable.__globals__["ResumeCheckpoint"], "_save", "checkpoint write")
     timed(Validation, "restore_best", "restore best weights")
-    timed(runs.batching, "predict", "prediction pass (incl. validation's)")
+    timed(runs.bucketed_prediction, "predict", "prediction pass (incl. validation's)")
     timed(runs, "save_model_file", "model.keras")
     timed(runs, "save_preset", "preset/")
-    timed(runs, "export_saved_model", "SavedModel export")
+    timed(runs.exports, "export_saved_model", "SavedModel export")
     timed(runs, "fit_resumable", "fit (steps + callbacks)")
 
 

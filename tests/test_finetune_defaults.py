@@ -12,7 +12,7 @@ from keras_bert_zoo.choices import FINETUNE_DEFAULTS
 from keras_bert_zoo.cli import build_parser, main
 from keras_bert_zoo.cli.finetune_flags import FLAGS, resolve
 from keras_bert_zoo.cli.task_flags import FINETUNE_TASKS
-from keras_bert_zoo.jobs import finetune as finetune_job
+from keras_bert_zoo.finetuning import task_training
 from keras_bert_zoo.training import create_optimizer
 
 DATA = Path(__file__).parent / "data"
@@ -51,7 +51,7 @@ def test_a_run_records_its_resolved_defaults(tmp_path, caplog, monkeypatch):
     # Left out or given with the default's value: the same run (it says "already complete").
     decays = []  # what the job hands the optimizer
     monkeypatch.setattr(
-        finetune_job,
+        task_training,  # the task models' default compile, which kbz finetune runs
         "create_optimizer",
         lambda *a, **k: decays.append(k["weight_decay"]) or create_optimizer(*a, **k),
     )

@@ -107,6 +107,16 @@ def test_compile_auto_takes_the_tasks_schedule(preset):
     assert float(classifier.optimizer._learning_rate(2)) == pytest.approx(0.0, abs=1e-9)
 
 
+def test_compile_keeps_a_warmup_fraction_of_zero(preset):
+    """`warmup_fraction=0.0` (`kbz finetune --warmup-fraction 0`) is a choice: the rate starts
+    at its peak, where the task's default would warm up from 0."""
+    texts, labels = sst2(16)
+    classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
+    classifier.compile(learning_rate=1e-3, warmup_fraction=0.0)
+    classifier.fit(texts, labels, batch_size=8, epochs=1, verbose=0)
+    assert float(classifier.optimizer._learning_rate(0)) == pytest.approx(1e-3)
+
+
 def test_tf_data_of_raw_strings(preset):
     texts, labels = sst2(16)
     dataset = tf.data.Dataset.from_tensor_slices((texts, [int(v == "positive") for v in labels]))

@@ -19,29 +19,51 @@ from keras_bert_zoo.training.processes import batch_devices
 AUTO = "auto"
 
 
+def training_schedule(
+    job, dataset, x, batch_size, length, epochs, bucketing, packed, seed, devices=1
+):
+    """The batches of a run on the training arrays `x` (`batch_size` rows: examples, or
+    groups of them): packed rows (`packed_training`; filled up for `devices`) or the task's
+    length buckets."""
+    lengths = batching.real_lengths(x)
+    if packed:
+        return packed_schedule(lengths, batch_size, length, seed, devices)
+    return job.training_schedule(dataset, lengths, batch_size, length, epochs, bucketing, seed)
+
+
+def training_stream(job, x, y, schedule, packed: bool):
+    """`start_step -> batches` of `schedule`, and the callbacks they add (the packing report)."""
+    if packed:
+        stream = packed_batches.training_stream(x, y, schedule)
+        return stream, [packed_batches.PackingReport(schedule)]
+    return batching.training_stream(x, y, schedule, job.sequence_outputs), []
+
+
+def stepped_model(job, model, packed: bool):
+    """The model a fit steps: the task model or the behaviour's wrapper around it, packed or
+    not (its weights are the task model's)."""
+    return job.packed_training_model(model) if packed else job.training_model(model)
+
+
 def training_batches(job, model, dataset, batch_size, epochs, bucketing, packed, seed):
     """What `model.fit` on raw data trains: `(trained, schedule, stream, callbacks)`, the
-    model stepped (`model`, or the behaviour's wrapper around it), the batches' schedule, an
-    endless stream of them and the callbacks they add. Packed rows (`packed_training`, split
-    over the devices of a Keras distribution if one is set) or the task's length buckets."""
-    inputs, targets = job.training_arrays(dataset, seed)
+    model stepped (`stepped_model`), the batches' schedule, an endless stream of them from
+    the first and the callbacks they add; packed batches are split over the devices of a
+    Keras distribution if one is set."""
+    x, y = job.training_arrays(dataset, seed)
     rows = job.training_rows(batch_size)  # examples, or groups of them (the reranker's)
-    if len(inputs["token_ids"]) < rows:
+    if len(x["token_ids"]) < rows:
         raise ValueError(
-            f"`x` gives {len(inputs['token_ids'])} training rows, fewer than one batch of "
+            f"`x` gives {len(x['token_ids'])} training rows, fewer than one batch of "
             f"{rows}; pass a smaller `batch_size` (got {batch_size})."
         )
-    batch_size, lengths = rows, batching.real_lengths(inputs)
     length = model.preprocessor.sequence_length
-    if packed:
-        devices = batch_devices(keras.distribution.distribution())
-        schedule = packed_schedule(lengths, batch_size, length, seed, devices)
-        stream = packed_batches.training_stream(inputs, targets, schedule)(0)
-        report = packed_batches.PackingReport(schedule)
-        return job.packed_training_model(model), schedule, stream, [report]
-    schedule = job.training_schedule(dataset, lengths, batch_size, length, epochs, bucketing, seed)
-    stream = batching.training_stream(inputs, targets, schedule, job.sequence_outputs)(0)
-    return job.training_model(model), schedule, stream, []
+    devices = batch_devices(keras.distribution.distribution())
+    schedule = training_schedule(
+        job, dataset, x, rows, length, epochs, bucketing, packed, seed, devices
+    )
+    stream, callbacks = training_stream(job, x, y, schedule, packed)
+    return stepped_model(job, model, packed), schedule, stream(0), callbacks
 
 
 def compile_arguments(request: dict, spec, task_loss, total_steps) -> dict:
@@ -49,13 +71,18 @@ def compile_arguments(request: dict, spec, task_loss, total_steps) -> dict:
     optimizer, loss and `jit_compile` it gave, else the task's (`spec`'s schedule, the loss
     `task_loss()` makes), and the rest of its keywords (metrics, ...) as given."""
     optimizer = request.pop("optimizer", AUTO)
-    schedule = {k: request.pop(k, None) for k in ("learning_rate", "warmup_fraction")}
+    # None: the task's default (a warmup fraction of 0 is a choice, not a default)
+    schedule = {
+        key: spec.defaults[key] if value is None else value
+        for key in ("learning_rate", "warmup_fraction")
+        for value in [request.pop(key, None)]
+    }
     decay = request.pop("weight_decay", None)
     if optimizer == AUTO:
         optimizer = create_optimizer(
-            schedule["learning_rate"] or spec.defaults["learning_rate"],
+            schedule["learning_rate"],
             total_steps,
-            schedule["warmup_fraction"] or spec.defaults["warmup_fraction"],
+            schedule["warmup_fraction"],
             **({} if decay is None else {"weight_decay": decay}),  # else create_optimizer's
             loss_scale=keras.mixed_precision.dtype_policy().name == "mixed_float16",
         )

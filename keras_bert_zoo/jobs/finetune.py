@@ -20,7 +20,13 @@ from pathlib import Path
 import keras
 
 from keras_bert_zoo import export as exports
-from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule, use_packing
+from keras_bert_zoo.finetuning.packed_training import use_packing
+from keras_bert_zoo.finetuning.task_training import (
+    compile_task_model,
+    stepped_model,
+    training_schedule,
+    training_stream,
+)
 from keras_bert_zoo.jobs.checks import (
     check_apart,
     check_length,
@@ -41,10 +47,9 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS, TASK_MODELS
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import batching, bucketed_prediction, packed_batches
+from keras_bert_zoo.training import bucketed_prediction
 from keras_bert_zoo.training.distributed import get_strategy, keeps_global_policy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
-from keras_bert_zoo.training.optimizers import create_optimizer
 from keras_bert_zoo.training.processes import batch_devices, check_global_batch, shard_batches
 from keras_bert_zoo.training.progress import interactive, logged_while
 from keras_bert_zoo.training.resume import check_minutes, fit_resumable, interval_sizes
@@ -166,16 +171,11 @@ def _read(job, config: FinetuneConfig, distribution) -> _Data:
     train = job.read(config.train)
     validation = job.read(config.validation, label_names=job.label_names(train))
     x, y = job.training_arrays(train, config.seed)
-    lengths = batching.real_lengths(x)
     batch_size, epochs = job.training_rows(config.batch_size), config.epochs
-    length = config.sequence_length
-    if config.packing:  # whole rows on each device
-        devices = batch_devices(distribution)
-        schedule = packed_schedule(lengths, batch_size, length, config.seed, devices)
-    else:
-        schedule = job.training_schedule(
-            train, lengths, batch_size, length, epochs, config.bucketing, config.seed
-        )
+    schedule = training_schedule(
+        job, train, x, batch_size, config.sequence_length, epochs, config.bucketing,
+        config.packing, config.seed, batch_devices(distribution),  # whole rows on each device
+    )  # fmt: skip
     if len(x["token_ids"]) < batch_size:
         what = "sequences" if batch_size == config.batch_size else "groups"
         raise ValueError(
@@ -202,19 +202,15 @@ def _build(job, data: _Data, config: FinetuneConfig, distribution):
         model = TASK_MODELS[config.task](graph, job.preprocessor, **options)
         if config.lora_rank:
             enable_lora(model, config.lora_rank, config.lora_alpha, config.lora_targets)
-        optimizer = create_optimizer(
-            config.learning_rate,
-            total,
-            config.warmup_fraction,
+        # the task model's default compile, on the run's schedule (`task_training`)
+        model.compile(
+            learning_rate=config.learning_rate,
+            warmup_fraction=config.warmup_fraction,
             weight_decay=config.weight_decay,
-            loss_scale=config.mixed_precision == "mixed_float16",
+            jit_compile=config.jit_compile,
         )
-        loss = job.loss(data.train)
-        if config.packing:
-            trained, loss = job.packed_training_model(model), packed_loss(loss)
-        else:
-            trained = job.training_model(model)
-        trained.compile(optimizer=optimizer, loss=loss, jit_compile=config.jit_compile)
+        trained = stepped_model(job, model, config.packing)
+        compile_task_model(model, trained, data.train, total, config.packing)
     return model, trained
 
 
@@ -223,11 +219,8 @@ def _train(model, trained, job, data: _Data, config, distribution, output, run, 
     interval; returns the `ValidationCallback` (its history, the best weights) and the
     newest validation outputs."""
     callbacks = [tensorboard(output)]
-    if config.packing:
-        dataset = packed_batches.training_stream(data.x, data.y, data.schedule)
-        callbacks.insert(0, packed_batches.PackingReport(data.schedule))
-    else:
-        dataset = batching.training_stream(data.x, data.y, data.schedule, job.sequence_outputs)
+    dataset, added = training_stream(job, data.x, data.y, data.schedule, config.packing)
+    callbacks = [*added, *callbacks]
     dataset = shard_batches(dataset, data.schedule.batch_size, distribution)  # this process's rows
     newest = {}  # the newest validation pass's outputs by epoch: reused if that one is kept
 
