@@ -3,6 +3,7 @@
 tests/test_backend_jax.py and tests/test_backend_torch.py run the parity on JAX and PyTorch)."""
 
 import itertools
+import types
 
 import keras
 import numpy as np
@@ -150,3 +151,24 @@ def test_packed_batches_over_devices_hold_one_devices_examples_and_empty_rows():
         for got, want in zip(keras.tree.flatten(b), keras.tree.flatten(a), strict=True):
             np.testing.assert_array_equal(got[:rows], want)
             assert not got[rows:].any()  # empty rows: no token, no example, weight 0
+
+
+def test_the_packing_report_names_the_datas_epoch_after_a_resume():
+    # A resumed run's fit starts at the restored optimizer's step: the epoch it reports is
+    # the one its batches come from, not the fit's own count from 0.
+    lengths = np.random.default_rng(2).integers(3, 30, 400)
+    schedule = PackedSchedule(lengths, 16, 32, seed=0)
+    steps = schedule.steps_per_epoch
+    fractions = {e: 1 - schedule.tokens_per_position(e) for e in (0, 1)}
+    assert fractions[0] != fractions[1]  # the two epochs' packings differ
+    for before, epoch in ((0, 0), (steps, 1)):
+        optimizer = keras.optimizers.SGD()
+        optimizer.iterations.assign(before)
+        report = packed_batches.PackingReport(schedule)
+        report.set_model(types.SimpleNamespace(optimizer=optimizer))
+        report.on_train_begin()
+        logs = {}
+        for batch in range(steps):
+            report.on_train_batch_end(batch)
+        report.on_epoch_end(0, logs)
+        assert logs["padding_fraction"] == fractions[epoch]

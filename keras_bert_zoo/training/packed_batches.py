@@ -156,9 +156,14 @@ class PackingReport(keras.callbacks.Callback):
     """Logs each epoch's padding (and `padding_fraction` in the logs: the share of token
     positions computed that held no token)."""
 
-    def __init__(self, schedule: PackedSchedule, initial_step: int = 0):
+    def __init__(self, schedule: PackedSchedule):
         super().__init__()
-        self.schedule, self.step = schedule, initial_step
+        self.schedule, self.step = schedule, 0
+
+    def on_train_begin(self, logs=None):
+        # The steps before this fit: a resumed run's restored optimizer counts them, so the
+        # epoch reported is the data's (no gradient accumulation in fine-tuning).
+        self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
