@@ -107,13 +107,19 @@ def test_kbz_finetune_packing_for_a_task_that_cannot_pack_exits_2_naming_the_fla
     assert not (tmp_path / "out").exists()
 
 
-def test_packed_batches_are_static_hold_each_example_once_and_resume_at_any_step():
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(3, 30, 500)
+def _examples(count: int, seed: int):
+    """`(lengths, x, y)` of `count` random examples of 3 to 29 tokens padded to 32; each
+    example's target is its index."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, 30, count)
     mask = (np.arange(32)[None] < lengths[:, None]).astype("int32")
     x = {"token_ids": rng.integers(1, 99, mask.shape) * mask, "segment_ids": 0 * mask}
     x["padding_mask"] = mask
-    y = np.arange(500, dtype="int32")  # each example's target is its index
+    return lengths, x, np.arange(count, dtype="int32")
+
+
+def test_packed_batches_are_static_hold_each_example_once_and_resume_at_any_step():
+    lengths, x, y = _examples(500, seed=0)
     schedule = PackedSchedule(lengths, 16, 32, seed=3)
     steps = schedule.steps_per_epoch
     assert abs(steps - 500 / 16) <= 500 / 16 * 0.15  # about `batch_size` examples a step
@@ -135,12 +141,7 @@ def test_packed_batches_are_static_hold_each_example_once_and_resume_at_any_step
 def test_packed_batches_over_devices_hold_one_devices_examples_and_empty_rows():
     # A data-parallel run (`multiple`: its devices) must train on one device's batches: the
     # same examples in the same rows, filled up with empty rows that weigh nothing.
-    rng = np.random.default_rng(1)
-    lengths = rng.integers(3, 30, 300)
-    mask = (np.arange(32)[None] < lengths[:, None]).astype("int32")
-    x = {"token_ids": rng.integers(1, 99, mask.shape) * mask, "segment_ids": 0 * mask}
-    x["padding_mask"] = mask
-    y = np.arange(300, dtype="int32")
+    lengths, x, y = _examples(300, seed=1)
     one, four = PackedSchedule(lengths, 16, 32, seed=3), PackedSchedule(lengths, 16, 32, 3, 4)
     assert one.steps_per_epoch == four.steps_per_epoch
     assert four.batch_size % 4 == 0 and four.batch_size > one.batch_size  # rows filled up
