@@ -191,7 +191,7 @@ def check_packed_tagger_fit_step(tiny: dict, empty_rows: int = 0):
     size = len(rows) + empty_rows
     slots = ROW_LENGTH // min(LENGTHS)
     inputs, targets, weights = packed_batch(x, y, rows, slots, ROW_LENGTH, size, IGNORE_LABEL)
-    assert targets.shape == (size, ROW_LENGTH) and weights.shape == (size,)
+    assert targets.shape == (size, ROW_LENGTH) and weights.shape == (size, 1)
     assert (targets != IGNORE_LABEL).sum() == (y != IGNORE_LABEL).sum()  # each label once
     assert len(rows) < len(LENGTHS) and set(inputs) == set(packed_model.input)
     packed_step_loss = packed_model.train_on_batch(inputs, targets, sample_weight=weights)

@@ -113,8 +113,8 @@ def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int 
     place `[size, slots, ...]` and its weight (1 for an example, 0 for an unused place), for
     a loss averaged with these weights. Targets per token (`token_fill`: the target of a
     position that counts for nothing, a tagger's `IGNORE_LABEL`): `[size, row_length]`, each
-    example's at its tokens' places, `token_fill` elsewhere, and one weight per row, the
-    batch's rows over its examples (0 for an empty row): a loss summed over each row's
+    example's at its tokens' places, `token_fill` elsewhere, and one weight per row (`[size,
+    1]`), the batch's rows over its examples (0 for an empty row): a loss summed over each row's
     tokens and averaged over the rows (`sum_over_batch_size`) is then the mean over the
     batch's examples, as over an unpacked batch, also when its rows are split over devices.
     """
@@ -131,7 +131,7 @@ def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int 
         real = out["sequence_ids"] > 0  # row-major: each example's tokens in `members` order
         owner = np.repeat(members, out["example_length"])
         targets[real] = y[owner, out["position_ids"][real]]
-        filled = np.diff(sizes) > 0
+        filled = np.diff(sizes)[:, None] > 0  # `[size, 1]`: a loss per row or per token
         weights = np.where(filled, len(rows) / max(1, len(members)), 0.0).astype(np.float32)
         return inputs, targets, weights
     row, place = out["example_row"], out["example_sequence"] - 1
