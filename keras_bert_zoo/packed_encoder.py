@@ -10,7 +10,8 @@ its unpacked ones within float32 rounding. The encoder itself, its saved models,
 and exports are unchanged; the packed model shares its weights, so training it trains them.
 
 `packed_first_tokens` and `packed_mean_pooling` map the packed `sequence_output` back to one
-vector per example (the classifier's `[CLS]`, the embedder's mean over real tokens).
+vector per example (the classifier's `[CLS]`, the embedder's mean over real tokens); a
+tagger reads it per token where it is (`build_packed_tagger`).
 """
 
 import keras
@@ -97,6 +98,17 @@ def build_packed_classifier(classifier: keras.Model, name: str = "packed_classif
     x = encoder.get_layer("pooled_dense")(x)
     logits = classifier.get_layer("classifier_head")(classifier.get_layer("classifier_dropout")(x))
     return keras.Model(inputs={**inputs, "example_start": starts}, outputs=logits, name=name)
+
+
+def build_packed_tagger(tagger: keras.Model, name: str = "packed_tagger"):
+    """The training model of a tagger (`kbz.build_tagger`) on packed rows, sharing its
+    layers: `PACKED_INPUTS` to `[rows, length, tags]` logits, each token's as in the tagger
+    (its example's tokens at their places in the row, `kbz.training.packed_batches`)."""
+    encoder = find_encoder(tagger)
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
+    x = _packed_sequence_output(encoder, inputs)
+    logits = tagger.get_layer("tagger_head")(tagger.get_layer("tagger_dropout")(x))
+    return keras.Model(inputs=inputs, outputs=logits, name=name)
 
 
 def packed_first_tokens(sequence_output, example_row, example_start):

@@ -139,14 +139,61 @@ def check_packed_fit_step(tiny: dict, num_classes: int, empty_rows: int = 0):
     assert len(weights) == size
     packed_step_loss = packed_model.train_on_batch(inputs, targets, sample_weight=weights)
     np.testing.assert_allclose(packed_step_loss, unpacked_loss, rtol=1e-5)
+    _assert_same_step(before, unpacked_model, model)
 
+
+def _assert_same_step(before, unpacked_model, model):
+    """Every weight of `model` moved as `unpacked_model`'s did from `before` (SGD(1.0): the
+    step is minus the gradient), and all but a couple of weights moved."""
     moved = 0
-    for start, want, have in zip(
-        before, unpacked_model.weights, model.weights, strict=True
-    ):  # the step of SGD(1.0) is minus the gradient
+    for start, want, have in zip(before, unpacked_model.weights, model.weights, strict=True):
         np.testing.assert_allclose(
             start - np.asarray(have), start - np.asarray(want), atol=2e-6, rtol=1e-4,
             err_msg=have.path,
         )  # fmt: skip
         moved += bool(np.abs(start - np.asarray(want)).max() > 0)
     assert moved >= len(before) - 2  # all but the unused embedding rows' untouched tables
+
+
+def check_packed_tagger_fit_step(tiny: dict, empty_rows: int = 0):
+    """One SGD fit step of a tagger on packed rows (`build_packed_tagger`, each token's label
+    at its place in the row, `packed_batch(token_fill=IGNORE_LABEL)`, the task's token loss
+    averaged over the examples) moves every weight as the unpacked step on the same examples
+    does, and reports the same loss; `empty_rows` more rows change neither."""
+    from keras_bert_zoo.finetuning.packed_training import packed_loss
+    from keras_bert_zoo.packed_encoder import build_packed_tagger
+    from keras_bert_zoo.task_graphs import IGNORE_LABEL
+    from keras_bert_zoo.training.packed_batches import packed_batch
+    from keras_bert_zoo.training.packing import pack_rows
+
+    def tagger(seed):
+        keras.utils.set_random_seed(seed)
+        encoder = kbz.build_encoder(**tiny, dropout=0.0)
+        return kbz.build_tagger(encoder, num_tags=5, dropout=0.0)
+
+    unpacked_model, model = tagger(0), tagger(1)
+    model.set_weights(unpacked_model.get_weights())
+    before = [np.array(w) for w in unpacked_model.get_weights()]
+    x = unpacked_examples(tiny["vocabulary_size"])
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 5, x["token_ids"].shape).astype("int32")
+    # as the tagger's labels: [CLS], padding and some sub-words (here: a third) count for nothing
+    ignored = (x["padding_mask"] == 0) | (rng.random(y.shape) < 0.3)
+    ignored[:, 0] = True
+    y[ignored] = IGNORE_LABEL
+    loss = kbz.tasks.tagger_loss(labelled_per_sequence=3.5)
+    unpacked_model.compile(keras.optimizers.SGD(1.0), loss=loss, jit_compile=False)
+    unpacked_loss = unpacked_model.train_on_batch(x, y)
+
+    packed_model = build_packed_tagger(model)
+    packed_model.compile(keras.optimizers.SGD(1.0), loss=packed_loss(loss, True), jit_compile=False)
+    rows = pack_rows(LENGTHS, ROW_LENGTH)
+    size = len(rows) + empty_rows
+    slots = ROW_LENGTH // min(LENGTHS)
+    inputs, targets, weights = packed_batch(x, y, rows, slots, ROW_LENGTH, size, IGNORE_LABEL)
+    assert targets.shape == (size, ROW_LENGTH) and weights.shape == (size, 1)
+    assert (targets != IGNORE_LABEL).sum() == (y != IGNORE_LABEL).sum()  # each label once
+    assert len(rows) < len(LENGTHS) and set(inputs) == set(packed_model.input)
+    packed_step_loss = packed_model.train_on_batch(inputs, targets, sample_weight=weights)
+    np.testing.assert_allclose(packed_step_loss, unpacked_loss, rtol=1e-5)
+    _assert_same_step(before, unpacked_model, model)

@@ -1,9 +1,9 @@
-"""Packed rows on JAX: outputs, gradients and a classifier's fit step equal to unpacked
-(tests/packed_parity.py); collected only when Keras runs on JAX (conftest.py)."""
+"""Packed rows on JAX: outputs, gradients and a classifier's and a tagger's fit step equal
+to unpacked (tests/packed_parity.py); collected only when Keras runs on JAX (conftest.py)."""
 
 import pytest
 from conftest import TINY
-from packed_parity import check_packed_fit_step, check_packed_parity
+from packed_parity import check_packed_fit_step, check_packed_parity, check_packed_tagger_fit_step
 
 
 @pytest.mark.parametrize("attention", ["explicit", "fused"])
@@ -14,3 +14,8 @@ def test_packed_outputs_and_gradients_equal_unpacked(attention):
 @pytest.mark.parametrize(("num_classes", "empty_rows"), [(3, 0), (1, 0), (3, 3)])
 def test_a_packed_fit_step_equals_the_unpacked_one(num_classes, empty_rows):
     check_packed_fit_step(TINY, num_classes, empty_rows)  # empty rows: a batch split over devices
+
+
+@pytest.mark.parametrize("empty_rows", [0, 3])
+def test_a_packed_tagger_fit_step_equals_the_unpacked_one(empty_rows):
+    check_packed_tagger_fit_step(TINY, empty_rows)

@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from packed_parity import check_packed_fit_step, check_packed_parity
+from packed_parity import check_packed_fit_step, check_packed_parity, check_packed_tagger_fit_step
 from task_model_scripts import DATA, preset, sst2, wnut  # noqa: F401 (the `preset` fixture)
 
 import keras_bert_zoo as kbz
@@ -77,6 +77,11 @@ def test_a_packed_fit_step_equals_the_unpacked_one(num_classes, empty_rows):
     check_packed_fit_step(TINY, num_classes, empty_rows)
 
 
+@pytest.mark.parametrize("empty_rows", [0, 3])
+def test_a_packed_tagger_fit_step_equals_the_unpacked_one(empty_rows):
+    check_packed_tagger_fit_step(TINY, empty_rows)
+
+
 def test_packed_fit_reports_each_epochs_padding(preset):
     texts, labels = sst2(48)
     classifier = kbz.BertClassifier.from_preset(preset, num_classes=2, sequence_length=32)
@@ -86,24 +91,38 @@ def test_packed_fit_reports_each_epochs_padding(preset):
     assert all(np.isfinite(history.history["loss"]))
 
 
+def test_a_tagger_fit_packs_by_default_and_reports_each_epochs_padding(preset, caplog):
+    words, tags = wnut(24)
+    names = kbz.data.tag_vocabulary(t for row in tags for t in row)
+    tagger = kbz.BertTagger.from_preset(preset, labels=names, sequence_length=64)
+    with caplog.at_level("INFO", logger="keras_bert_zoo"):
+        history = tagger.fit(words, tags, batch_size=4, epochs=2, verbose=0)
+    assert "Training on packed rows" in caplog.text
+    fractions = history.history["padding_fraction"]
+    assert len(fractions) == 2 and all(0 <= f < 0.15 for f in fractions), fractions
+    assert all(np.isfinite(history.history["loss"]))
+    assert [len(t) for t in tagger.tag(words[:3])] == [len(w) for w in words[:3]]  # unpacked
+
+
 @pytest.mark.parametrize(
     ("packing", "message"),
-    [(True, r"packing=True packs.*the tag task does not pack.*packing=False"), ("yes", "'yes'")],
+    [(True, r"packing=True packs.*the rerank task does not pack.*packing=False"), ("yes", "'yes'")],
 )
 def test_packing_a_task_that_cannot_pack_stops_naming_the_flag(preset, packing, message):
-    words, tags = wnut(8)
-    names = sorted({t for s in tags for t in s})
-    tagger = kbz.BertTagger.from_preset(preset, num_tags=len(names), label_names=names)
+    queries = [f"query {i}" for i in range(8)]
+    passages = [f"passage {i}" for i in range(8)]
+    reranker = kbz.BertReranker.from_preset(preset, sequence_length=32)
     with pytest.raises(ValueError, match=message):
-        tagger.fit(words, tags, batch_size=4, packing=packing)
+        reranker.fit((queries, passages), [1, 0] * 4, batch_size=4, packing=packing)
 
 
 def test_kbz_finetune_packing_for_a_task_that_cannot_pack_exits_2_naming_the_flag(tmp_path, capsys):
-    train = str(DATA / "wnut17_train_head.conll")
+    train = str(DATA / "squad_v1.1_sample.json")
     flags = ["--preset", "bert_tiny_en_uncased", "--train", train, "--validation", train]
-    status = main(["finetune", "tag", *flags, "--output", str(tmp_path / "out"), "--packing"])
+    status = main(["finetune", "qa", *flags, "--output", str(tmp_path / "out"), "--packing"])
     error = capsys.readouterr().err
     assert status == 2 and "--packing packs" in error and "--no-packing" in error, error
+    assert "qa task does not pack" in error
     assert not (tmp_path / "out").exists()
 
 

@@ -1,15 +1,18 @@
 """Sequence packing in fine-tuning: `fit(packing=...)` and `kbz finetune --packing`.
 
-A task that reads one vector per example (the classifier's `[CLS]`) can train on packed
-rows (`training.packed_batches`): several examples per row of up to `--sequence-length` tokens,
-attention kept within each (`packed_encoder`), so almost no token position is padding,
-where length buckets still pad each example to its bucket. Its behaviour says so
-(`FinetuningTask.packs`); the loss is averaged over each batch's examples,
-as it is over an unpacked batch's, and the validation and predictions are unpacked.
+A task that reads one vector per example (the classifier's `[CLS]`) or one output per token
+(the tagger) can train on packed rows (`training.packed_batches`): several examples per row
+of up to `--sequence-length` tokens, attention kept within each (`packed_encoder`), so almost
+no token position is padding, where length buckets still pad each example to its bucket. Its
+behaviour says so (`FinetuningTask.packs`), and whether its targets are per example or per
+token (`sequence_outputs`); the loss is averaged over each batch's examples, as it is over an
+unpacked batch's, and the validation and predictions are unpacked.
 """
 
 import logging
 
+from keras_bert_zoo.task_graphs import IGNORE_LABEL
+from keras_bert_zoo.training import packed_batches
 from keras_bert_zoo.training.packed_batches import PackedSchedule
 
 logger = logging.getLogger(__name__)
@@ -27,9 +30,9 @@ def use_packing(job, packing, bucketing: bool = True) -> bool:
         raise ValueError(f"`packing` must be True, False or 'auto'. Received: packing={packing!r}.")
     if packing is True and not job.packs:
         raise ValueError(
-            "packing=True packs examples read by one vector each (the classifier's [CLS]); "
-            f"the {job.spec.cli_name} task does not pack. Pass packing=False, or leave packing "
-            "out (auto: packed where the task packs)."
+            "packing=True packs examples read at their [CLS] or at each token (the classifier, "
+            f"the tagger); the {job.spec.cli_name} task does not pack. Pass packing=False, or "
+            "leave packing out (auto: packed where the task packs)."
         )
     return job.packs and bucketing if packing == AUTO else packing
 
@@ -51,8 +54,18 @@ def packed_schedule(lengths, batch_size: int, row_length: int, seed: int, multip
     return schedule
 
 
-def packed_loss(loss):
-    """`loss` averaged over the examples of a packed batch (their `sample_weight` 1, the
-    unused places 0), as an unpacked batch averages it over its examples."""
-    config = {**loss.get_config(), "reduction": "mean_with_sample_weight"}
-    return type(loss).from_config(config)
+def packed_stream(job, x, y, schedule: PackedSchedule):
+    """`packed_batches.training_stream` of `job`'s training arrays: targets per token where
+    its outputs are (`sequence_outputs`: a tagger's labels, the places outside every example
+    `IGNORE_LABEL`), else per example."""
+    token_fill = IGNORE_LABEL if job.sequence_outputs else None
+    return packed_batches.training_stream(x, y, schedule, token_fill)
+
+
+def packed_loss(loss, per_token: bool = False):
+    """`loss` averaged over the examples of a packed batch, as an unpacked batch averages it
+    over its examples: over the example places (`sample_weight` 1, the unused places 0), or,
+    for targets per token (`per_token`), over the rows of a loss summed over each row's
+    tokens (the tagger's), each weighted by the batch's rows over its examples."""
+    reduction = "sum_over_batch_size" if per_token else "mean_with_sample_weight"
+    return type(loss).from_config({**loss.get_config(), "reduction": reduction})

@@ -9,7 +9,7 @@ runs, the task's loss, XLA except on PyTorch.
 
 import keras
 
-from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule
+from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule, packed_stream
 from keras_bert_zoo.layers.backend import default_jit_compile
 from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.training import batching, packed_batches
@@ -34,7 +34,7 @@ def training_schedule(
 def training_stream(job, x, y, schedule, packed: bool):
     """`start_step -> batches` of `schedule`, and the callbacks they add (the packing report)."""
     if packed:
-        stream = packed_batches.training_stream(x, y, schedule)
+        stream = packed_stream(job, x, y, schedule)
         return stream, [packed_batches.PackingReport(schedule)]
     return batching.training_stream(x, y, schedule, job.sequence_outputs), []
 
@@ -101,8 +101,9 @@ def compile_task_model(model, trained, dataset, total_steps, packed=False):
     request = dict(model._compile_request or {})
 
     def task_loss():  # made only when the request leaves the loss "auto"
-        loss = model.job().loss(dataset)
-        return packed_loss(loss) if packed else loss
+        job = model.job()
+        loss = job.loss(dataset)
+        return packed_loss(loss, job.sequence_outputs) if packed else loss
 
     arguments = compile_arguments(request, model.behaviour.spec, task_loss, total_steps)
     BertModel.compile(trained, **arguments)

@@ -176,7 +176,7 @@ class FinetuneConfig(RunConfig):
     packing: bool | None = setting(
         None,
         "train on rows of up to --sequence-length tokens holding several examples each, attention "
-        "kept within each example, so padding costs almost nothing (the classifier); "
+        "kept within each example, so padding costs almost nothing (the classifier, the tagger); "
         "--no-packing: length buckets",
         shown="on where the task packs and --bucketing is on",
     )

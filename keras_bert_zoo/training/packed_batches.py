@@ -6,9 +6,10 @@ the seed, into rows of `row_length` tokens (best-fit decreasing), shuffles the r
 them into batches of `rows_per_batch` rows (the last incomplete batch is dropped for that
 epoch, as bucketing drops each bucket's remainder). Batch k of the run is a pure function of
 (seed, k), so a resumed run starts at any step. The shapes are static for XLA: every batch is
-`[rows_per_batch, row_length]` tokens and `[rows_per_batch, slots]` example places
-(`example_start`, each example's `[CLS]` in its row), the unused places weighted 0 in the loss
-and the metrics (the batch's `sample_weight`). `rows_per_batch` makes a batch hold
+`[rows_per_batch, row_length]` tokens, and targets per example (`[rows_per_batch, slots]`
+example places, `example_start` each example's `[CLS]` in its row, the unused places weighted
+0 in the loss and the metrics: the batch's `sample_weight`) or per token (`[rows_per_batch,
+row_length]`, a tagger's: each token's target at its place). `rows_per_batch` makes a batch hold
 `batch_size` examples on average, so the steps per epoch and the learning-rate schedule stay
 those of unpacked batches.
 
@@ -102,11 +103,20 @@ class PackedSchedule:
         return real / (self.steps_per_epoch * self.batch_size * self.row_length)  # empty rows too
 
 
-def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int = 0):
+def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int = 0,
+                 token_fill=None):  # fmt: skip
     """`(inputs, targets, sample_weight)` of one batch of `rows` of example indices, filled
-    up to `size` rows with empty ones (all padding): `ROW_INPUTS` `[size, row_length]` and
-    `example_start` `[size, slots]`; the targets of each place `[size, slots, ...]` and its
-    weight (1 for an example, 0 for an unused place).
+    up to `size` rows with empty ones (all padding): `ROW_INPUTS` `[size, row_length]`.
+
+    Targets per example (`token_fill` None: a class or score each): `example_start`
+    `[size, slots]` among the inputs (each example's `[CLS]` in its row), the targets of each
+    place `[size, slots, ...]` and its weight (1 for an example, 0 for an unused place), for
+    a loss averaged with these weights. Targets per token (`token_fill`: the target of a
+    position that counts for nothing, a tagger's `IGNORE_LABEL`): `[size, row_length]`, each
+    example's at its tokens' places, `token_fill` elsewhere, and one weight per row (`[size,
+    1]`), the batch's rows over its examples (0 for an empty row): a loss summed over each row's
+    tokens and averaged over the rows (`sum_over_batch_size`) is then the mean over the
+    batch's examples, as over an unpacked batch, also when its rows are split over devices.
     """
     rows = list(rows) + [[]] * max(0, size - len(rows))
     members = np.concatenate(rows).astype(np.int64)
@@ -114,31 +124,41 @@ def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int 
     local = [list(range(sizes[r], sizes[r + 1])) for r in range(len(rows))]
     examples = {key: np.asarray(x[key])[members] for key in ROW_INPUTS[:3]}
     out = pack(examples, row_length, local)
+    inputs = {key: out[key] for key in ROW_INPUTS}
+    y = np.asarray(y)
+    if token_fill is not None:
+        targets = np.full((len(rows), row_length), token_fill, y.dtype)
+        real = out["sequence_ids"] > 0  # row-major: each example's tokens in `members` order
+        owner = np.repeat(members, out["example_length"])
+        targets[real] = y[owner, out["position_ids"][real]]
+        filled = np.diff(sizes)[:, None] > 0  # `[size, 1]`: a loss per row or per token
+        weights = np.where(filled, len(rows) / max(1, len(members)), 0.0).astype(np.float32)
+        return inputs, targets, weights
     row, place = out["example_row"], out["example_sequence"] - 1
     starts = np.zeros((len(rows), slots), np.int32)
     starts[row, place] = out["example_start"]
     weights = np.zeros((len(rows), slots), np.float32)
     weights[row, place] = 1.0
-    y = np.asarray(y)
     if y.ndim == 1 and np.issubdtype(y.dtype, np.floating):
         # regression scores: `[.., 1]` as the outputs, so the loss averages over the examples
         # (class ids stay `[..]`, as sparse cross-entropy takes them)
         y = y[:, None]
     targets = np.zeros((len(rows), slots, *y.shape[1:]), y.dtype)
     targets[row, place] = y[members]
-    inputs = {key: out[key] for key in ROW_INPUTS}
     return {**inputs, "example_start": starts}, targets, weights
 
 
-def training_stream(x: dict, y, schedule: PackedSchedule):
+def training_stream(x: dict, y, schedule: PackedSchedule, token_fill=None):
     """A callable `start_step -> dataset` of packed `(x, y, sample_weight)` batches from that
     step on, endless (`batching.training_stream`'s interface): a `tf.data.Dataset` on the
-    TensorFlow backend, a generator of numpy batches on the others."""
+    TensorFlow backend, a generator of numpy batches on the others. `token_fill`: targets
+    per token (`packed_batch`)."""
 
     def batches(start):
         for step in itertools.count(int(start)):
             rows = schedule.batch(step)
-            yield packed_batch(x, y, rows, schedule.slots, schedule.row_length, schedule.batch_size)
+            length, size = schedule.row_length, schedule.batch_size
+            yield packed_batch(x, y, rows, schedule.slots, length, size, token_fill)
 
     if tf is None:
         return batches

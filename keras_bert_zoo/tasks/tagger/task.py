@@ -12,6 +12,7 @@ from keras_bert_zoo.finetuning.prediction_files import warn_if_all_outside, writ
 from keras_bert_zoo.finetuning.raw_data import tagging_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import warn_truncated
+from keras_bert_zoo.packed_encoder import build_packed_tagger
 from keras_bert_zoo.task_graphs import tagger_loss
 from keras_bert_zoo.tasks.tagger import stream as streaming
 from keras_bert_zoo.tasks.tagger.spec import TAGGER
@@ -24,6 +25,7 @@ class TaggingTask(FinetuningTask):
     preprocessor: object
     spec = TAGGER
     sequence_outputs = True  # labels and logits per token: trimmed with the batch
+    packs = True  # each token is read where it is: packed rows train it
 
     def read(self, path, label_names=None, labels_optional=False):
         """The CoNLL file; with `labels_optional`, a words-only file (text to tag) reads too."""
@@ -55,6 +57,9 @@ class TaggingTask(FinetuningTask):
         }
         x = {k: encoded[k] for k in ("token_ids", "segment_ids", "padding_mask")}
         return x, encoded["labels"], encoded["word_index"], lengths
+
+    def packed_training_model(self, model):
+        return build_packed_tagger(model)
 
     def label_names(self, dataset):
         return list(dataset.tag_names)
