@@ -14,7 +14,7 @@ Exported from `kbz.tasks` beside `build_reranker` and `build_embedder`.
 import keras
 from keras import ops
 
-from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.layers.common import MASK_BIAS, check_positive_int
 from keras_bert_zoo.layers.pooling import InBatchSimilarity
 
 
@@ -108,10 +108,27 @@ class InBatchNegativesLoss(keras.losses.Loss):
     query's own positive against the batch's other positives. The targets are the rows'
     positions, made here, so the `y` given is ignored (a row's target never depends on
     where the batch schedule put it); under `tf.distribute` each replica's batch is its own.
+    Packed pairs' logits (`[rows, slots, rows * slots]`, `packed_encoder`) have one target
+    per place, its position among the batch's places, and `y` is read: each place's query
+    and positive text ids (`[rows, slots, 2]`, 1 + the text's index), so another pair
+    sharing a text is not a negative (packed batches are drawn without
+    `distinct_batches`' check; where no text repeats this changes nothing).
     """
 
     def call(self, y_true, y_pred):
-        targets = ops.arange(ops.shape(y_pred)[0], dtype="int32")
+        shape = ops.shape(y_pred)
+        targets = ops.reshape(ops.arange(shape[-1], dtype="int32"), shape[:-1])
+        if len(shape) == 3:  # packed pairs: mask the other places sharing a text
+            ids = ops.reshape(ops.cast(y_true, "int32"), (-1, 2))
+            same = ops.any(ops.equal(ids[:, None, :], ids[None, :, :]), axis=-1)
+            place = ops.arange(shape[-1], dtype="int32")
+            others = ops.not_equal(place[:, None], place[None, :])
+            masked = ops.where(
+                ops.logical_and(same, others),
+                MASK_BIAS,
+                ops.reshape(y_pred, (shape[-1], shape[-1])),
+            )
+            y_pred = ops.reshape(masked, shape)
         return keras.losses.sparse_categorical_crossentropy(targets, y_pred, from_logits=True)
 
 

@@ -12,12 +12,21 @@ and exports are unchanged; the packed model shares its weights, so training it t
 `packed_first_tokens` and `packed_mean_pooling` map the packed `sequence_output` back to one
 vector per example (the classifier's `[CLS]`, the embedder's mean over real tokens); a
 tagger reads it per token where it is (`build_packed_tagger`).
+`build_packed_classifier`, `build_packed_tagger` and `build_packed_contrastive_trainer` are
+the task models' training models on packed rows.
 """
 
 import keras
 from keras import ops
 
 from keras_bert_zoo.encoder import find_encoder
+from keras_bert_zoo.layers.common import MASK_BIAS
+from keras_bert_zoo.layers.pooling import (
+    MASK_CLAMP,
+    check_pooling,
+    check_scale,
+    in_batch_similarity,
+)
 
 PACKED_INPUTS = ("token_ids", "segment_ids", "padding_mask", "sequence_ids", "position_ids")
 
@@ -131,3 +140,74 @@ def packed_mean_pooling(sequence_output, sequence_ids, example_row, example_sequ
     counts = ops.segment_sum(ops.ones_like(segment, flat.dtype), segment, num_segments=total)
     wanted = example_row * (length + 1) + example_sequence
     return ops.take(sums, wanted, axis=0) / ops.take(counts, wanted, axis=0)[:, None]
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class PackedPairSimilarity(keras.layers.Layer):
+    """In-batch logits of (query, positive) pairs packed into rows: `[rows, length, hidden]`
+    packed outputs, their `[rows, length]` sequence ids and `[rows, 2 * slots]` first
+    tokens (`example_start`; pair p of a row is its sequences 2p + 1, the query, and
+    2p + 2, the positive) to `[rows, slots, rows * slots]` logits: `scale` x the cosine of
+    each place's query and every place's positive (`layers.InBatchSimilarity`), each text
+    pooled over its own tokens as `layers.SentencePooling` pools (`pooling` "mean", "cls"
+    or "max"), through a one-hot `[rows, length, places]` membership (static shapes). The
+    columns of unused places are masked, so a pair's softmax runs over the batch's
+    positives as unpacked."""
+
+    def __init__(self, scale: float = 20.0, pooling: str = "mean", **kwargs):
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        self.scale, self.pooling = check_scale(scale), check_pooling(pooling)
+
+    def call(self, sequence_output, sequence_ids, example_start):
+        rows, places = ops.shape(example_start)[0], ops.shape(example_start)[1]
+        ids = ops.expand_dims(ops.cast(sequence_ids, "int32"), -1)
+        member = ops.equal(ids, ops.arange(1, places + 1, dtype="int32"))  # [rows, length, places]
+        counts = ops.sum(ops.cast(member, "float32"), axis=1)  # [rows, places]
+        if self.pooling == "cls":  # each text's first token
+            at = ops.arange(ops.shape(sequence_ids)[1], dtype="int32")[None, :, None]
+            member = ops.logical_and(member, ops.equal(at, example_start[:, None, :]))
+        sequence = ops.cast(sequence_output, "float32")
+        if self.pooling == "max":  # [rows, length, places, hidden]: padding at MASK_BIAS
+            inside = ops.expand_dims(member, -1)
+            pooled = ops.max(ops.where(inside, ops.expand_dims(sequence, 2), MASK_BIAS), axis=1)
+        else:
+            pooled = ops.einsum("rlp,rlh->rph", ops.cast(member, "float32"), sequence)
+            if self.pooling == "mean":
+                pooled = pooled / ops.maximum(ops.expand_dims(counts, -1), MASK_CLAMP)
+        empty = ops.expand_dims(counts == 0, -1)
+        # an unused place's vector is a constant 1s: the norm's gradient at 0 is NaN
+        pooled = ops.where(empty, 1.0, pooled)
+        pairs = ops.reshape(pooled, (-1, 2, ops.shape(pooled)[-1]))  # [rows * slots, 2, hidden]
+        logits = in_batch_similarity(pairs[:, 0], pairs[:, 1], self.scale)
+        used = ops.reshape(counts[:, 1::2] > 0, (1, -1))  # the places holding a pair
+        logits = ops.where(used, logits, MASK_BIAS)
+        return ops.reshape(logits, (rows, places // 2, -1))
+
+    def compute_output_shape(self, sequence_output_shape, sequence_ids_shape, example_start_shape):
+        rows, places = example_start_shape[0], example_start_shape[1]
+        slots = None if places is None else places // 2
+        total = None if None in (rows, slots) else rows * slots
+        return (rows, slots, total)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale, "pooling": self.pooling}
+
+
+def build_packed_contrastive_trainer(
+    embedder: keras.Model, scale: float = 20.0, name: str = "packed_contrastive_trainer"
+) -> keras.Model:
+    """The training model of an embedder (`kbz.build_embedder`) on packed (query, positive)
+    pairs, sharing its layers: `PACKED_INPUTS` and `example_start` to `[rows, slots, rows *
+    slots]` in-batch logits (`PackedPairSimilarity`, the embedder's pooling), the packed
+    counterpart of `kbz.tasks.build_contrastive_trainer`; train it with
+    `in_batch_negatives_loss()` averaged over the pairs (`sample_weight`)."""
+    pooling = embedder.get_layer("sentence_pooling").pooling
+    encoder = find_encoder(embedder)
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
+    starts = keras.Input(shape=(None,), dtype="int32", name="example_start")
+    x = _packed_sequence_output(encoder, inputs)
+    logits = PackedPairSimilarity(scale, pooling, name="packed_pair_similarity")(
+        x, inputs["sequence_ids"], starts
+    )
+    return keras.Model(inputs={**inputs, "example_start": starts}, outputs=logits, name=name)

@@ -1,9 +1,15 @@
-"""Packed rows on JAX: outputs, gradients and a classifier's and a tagger's fit step equal
-to unpacked (tests/packed_parity.py); collected only when Keras runs on JAX (conftest.py)."""
+"""Packed rows on JAX: outputs, gradients and a classifier's, a tagger's and an embedder's
+fit step equal to unpacked (tests/packed_parity.py); collected only when Keras runs on
+JAX (conftest.py)."""
 
 import pytest
 from conftest import TINY
-from packed_parity import check_packed_fit_step, check_packed_parity, check_packed_tagger_fit_step
+from packed_parity import (
+    check_packed_embedder_fit_step,
+    check_packed_fit_step,
+    check_packed_parity,
+    check_packed_tagger_fit_step,
+)
 
 
 @pytest.mark.parametrize("attention", ["explicit", "fused"])
@@ -19,3 +25,8 @@ def test_a_packed_fit_step_equals_the_unpacked_one(num_classes, empty_rows):
 @pytest.mark.parametrize("empty_rows", [0, 3])
 def test_a_packed_tagger_fit_step_equals_the_unpacked_one(empty_rows):
     check_packed_tagger_fit_step(TINY, empty_rows)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max"])
+def test_a_packed_embedder_fit_step_equals_the_unpacked_one(pooling):
+    check_packed_embedder_fit_step(TINY, empty_rows=1, pooling=pooling)

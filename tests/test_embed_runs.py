@@ -135,8 +135,12 @@ def test_finetune_embed_in_mixed_precision_trains(tiny_preset, pairs, tmp_path):
 
 
 @pytest.mark.e2e  # two mirrored replicas (the loss's semantics: test_distributed)
-def test_finetune_embed_on_two_mirrored_replicas_trains(tiny_preset, pairs, tmp_path):
-    flags = ["--epochs", "2", "--strategy", "mirrored", "--keep", "last"]
+@pytest.mark.parametrize("packing", ["--no-packing", "--packing"])
+def test_finetune_embed_on_two_mirrored_replicas_trains(tiny_preset, pairs, tmp_path, packing):
+    flags = ["--epochs", "2", "--strategy", "mirrored", "--keep", "last", packing]
     metrics = _finetune(tiny_preset, pairs, tmp_path / "mirrored", *flags)
-    assert metrics["steps"] == 2 * (len(pairs[1]) // 8)  # batches of 8 pairs, 4 a replica
+    if packing == "--no-packing":  # batches of 8 pairs, 4 a replica
+        assert metrics["steps"] == 2 * (len(pairs[1]) // 8)
+    else:  # rows of packed pairs, about 8 pairs a batch (`PackedSchedule`)
+        assert abs(metrics["steps"] - 2 * (len(pairs[1]) // 8)) <= 2
     assert metrics["after"]["mrr"] > metrics["before"]["mrr"]

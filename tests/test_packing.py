@@ -11,8 +11,13 @@ import pytest
 from conftest import TINY
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from packed_parity import check_packed_fit_step, check_packed_parity, check_packed_tagger_fit_step
-from task_model_scripts import DATA, preset, sst2, wnut  # noqa: F401 (the `preset` fixture)
+from packed_parity import (
+    check_packed_embedder_fit_step,
+    check_packed_fit_step,
+    check_packed_parity,
+    check_packed_tagger_fit_step,
+)
+from task_model_scripts import DATA, preset, squad, sst2, wnut  # noqa: F401 (the `preset` fixture)
 
 import keras_bert_zoo as kbz
 from keras_bert_zoo.cli import main
@@ -80,6 +85,37 @@ def test_a_packed_fit_step_equals_the_unpacked_one(num_classes, empty_rows):
 @pytest.mark.parametrize("empty_rows", [0, 3])
 def test_a_packed_tagger_fit_step_equals_the_unpacked_one(empty_rows):
     check_packed_tagger_fit_step(TINY, empty_rows)
+
+
+@pytest.mark.parametrize(
+    ("pooling", "empty_rows"), [("mean", 0), ("mean", 3), ("cls", 0), ("max", 0)]
+)
+def test_a_packed_embedder_fit_step_equals_the_unpacked_one(pooling, empty_rows):
+    check_packed_embedder_fit_step(TINY, empty_rows, pooling)
+
+
+def test_an_embedder_fits_on_packed_pairs_by_default(preset, caplog):
+    x, _ = squad(16)
+    queries, positives = x["question"], [c[: 40 + 9 * i] for i, c in enumerate(x["context"])]
+    embedder = kbz.BertEmbedder.from_preset(preset, sequence_length=32)
+    with caplog.at_level("INFO", logger="keras_bert_zoo"):
+        history = embedder.fit(x=(queries, positives), batch_size=4, epochs=2, verbose=0)
+    assert "Training on packed rows" in caplog.text
+    fractions = history.history["padding_fraction"]
+    assert len(fractions) == 2 and all(0 <= f < 0.35 for f in fractions), fractions
+    assert all(np.isfinite(history.history["loss"]))
+
+
+def test_the_packed_in_batch_loss_masks_another_pair_sharing_a_text():
+    # Packed batches do not keep texts distinct: a positive shared by two pairs must not be
+    # a negative of either, as if each pair's batch held the other pair without it.
+    logits = np.random.default_rng(0).normal(size=(1, 3, 3)).astype("float32")
+    ids = np.array([[[1, 4], [2, 4], [3, 5]]], "int32")  # pairs 0 and 1 share positive 4
+    loss = kbz.tasks.in_batch_negatives_loss()
+    got = keras.ops.convert_to_numpy(loss.call(ids, logits))[0]
+    without = lambda i, j: keras.ops.log_softmax(logits[0, i, [i, j]])[0]  # noqa: E731
+    np.testing.assert_allclose(got[:2], [-without(0, 2), -without(1, 2)], rtol=1e-6)
+    np.testing.assert_allclose(got[2], -keras.ops.log_softmax(logits[0, 2])[2], rtol=1e-6)
 
 
 def test_packed_fit_reports_each_epochs_padding(preset):

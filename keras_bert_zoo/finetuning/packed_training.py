@@ -1,8 +1,9 @@
 """Sequence packing in fine-tuning: `fit(packing=...)` and `kbz finetune --packing`.
 
-A task that reads one vector per example (the classifier's `[CLS]`) or one output per token
-(the tagger) can train on packed rows (`training.packed_batches`): several examples per row
-of up to `--sequence-length` tokens, attention kept within each (`packed_encoder`), so almost
+A task that reads one vector per example (the classifier's `[CLS]`, the embedder's mean
+over each text's tokens) or one output per token (the tagger) can train on packed rows
+(`training.packed_batches`): several examples per row of up to `--sequence-length` tokens
+(the embedder's pairs: twice that), attention kept within each (`packed_encoder`), so almost
 no token position is padding, where length buckets still pad each example to its bucket. Its
 behaviour says so (`FinetuningTask.packs`), and whether its targets are per example or per
 token (`sequence_outputs`); the loss is averaged over each batch's examples, as it is over an
@@ -30,9 +31,10 @@ def use_packing(job, packing, bucketing: bool = True) -> bool:
         raise ValueError(f"`packing` must be True, False or 'auto'. Received: packing={packing!r}.")
     if packing is True and not job.packs:
         raise ValueError(
-            "packing=True packs examples read at their [CLS] or at each token (the classifier, "
-            f"the tagger); the {job.spec.cli_name} task does not pack. Pass packing=False, or "
-            "leave packing out (auto: packed where the task packs)."
+            "packing=True packs examples read at their [CLS], by their tokens' mean or at each "
+            f"token (the classifier, the embedder, the tagger); the {job.spec.cli_name} task "
+            "does not pack. Pass packing=False, or leave packing out (auto: packed where the "
+            "task packs)."
         )
     return job.packs and bucketing if packing == AUTO else packing
 

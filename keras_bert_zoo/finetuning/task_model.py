@@ -222,9 +222,9 @@ class TaskModel(BertModel):
         y)`) is evaluated after each epoch with the task's metrics (`val_<metric>` in the
         logs). Each `fit` with an "auto" optimizer runs its own warmup and decay.
         `packing` (True, False, "auto"): train on rows of `sequence_length` tokens holding
-        several examples each (`finetuning.packed_training`; the classifier, the tagger), so
-        padding costs almost nothing; "auto" packs where the task can and `bucketing` is on.
-        The logs then hold each epoch's `padding_fraction`."""
+        several examples each (`finetuning.packed_training`; the classifier, the tagger, the
+        embedder), so padding costs almost nothing; "auto" packs where the task can and
+        `bucketing` is on. The logs then hold each epoch's `padding_fraction`."""
         x, y, raw = split_stream(x, y)
         if not raw:
             if not self.compiled:

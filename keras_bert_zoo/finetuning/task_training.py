@@ -8,6 +8,7 @@ runs, the task's loss, XLA except on PyTorch.
 """
 
 import keras
+import numpy as np
 
 from keras_bert_zoo.finetuning.packed_training import packed_loss, packed_schedule, packed_stream
 from keras_bert_zoo.layers.backend import default_jit_compile
@@ -24,10 +25,14 @@ def training_schedule(
 ):
     """The batches of a run on the training arrays `x` (`batch_size` rows: examples, or
     groups of them): packed rows (`packed_training`; filled up for `devices`) or the task's
-    length buckets."""
-    lengths = batching.real_lengths(x)
+    length buckets. A packed example of several sequences (the embedder's pairs) fills rows
+    of up to `length` tokens per sequence."""
     if packed:
-        return packed_schedule(lengths, batch_size, length, seed, devices)
+        sequences = np.asarray(x["padding_mask"]).astype(bool).sum(-1)
+        group = 1 if sequences.ndim == 1 else sequences.shape[1]
+        lengths = sequences.reshape(len(sequences), group).sum(-1)
+        return packed_schedule(lengths, batch_size, length * group, seed, devices)
+    lengths = batching.real_lengths(x)
     return job.training_schedule(dataset, lengths, batch_size, length, epochs, bucketing, seed)
 
 

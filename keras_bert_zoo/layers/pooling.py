@@ -19,6 +19,13 @@ MASK_CLAMP = 1e-9  # sentence-transformers' clamp of the token count (all-paddin
 NORM_EPSILON = 1e-12  # torch.nn.functional.normalize's default eps
 
 
+def check_scale(scale) -> float:
+    """`scale` as a float if it is a positive number, else a Keras-style error."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
+        raise ValueError(f"`scale` must be a positive number. Received: scale={scale!r}")
+    return float(scale)
+
+
 def check_pooling(pooling) -> str:
     """Returns `pooling` if it is one of `POOLING_MODES`, else a Keras-style error."""
     if pooling not in POOLING_MODES:
@@ -90,17 +97,10 @@ class InBatchSimilarity(keras.layers.Layer):
     def __init__(self, scale: float = 20.0, **kwargs):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
-            raise ValueError(f"`scale` must be a positive number. Received: scale={scale!r}")
-        self.scale = float(scale)
+        self.scale = check_scale(scale)
 
     def call(self, queries, positives):
-        def unit(x):
-            x = ops.cast(x, "float32")
-            norm = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
-            return x / ops.maximum(norm, NORM_EPSILON)
-
-        return self.scale * ops.matmul(unit(queries), ops.transpose(unit(positives)))
+        return in_batch_similarity(queries, positives, self.scale)
 
     def compute_output_shape(self, queries_shape, positives_shape):
         return (queries_shape[0], positives_shape[0])
@@ -109,3 +109,15 @@ class InBatchSimilarity(keras.layers.Layer):
         config = super().get_config()
         config.update(scale=self.scale)
         return config
+
+
+def in_batch_similarity(queries, positives, scale: float):
+    """`scale * cos(queries[i], positives[j])`: `InBatchSimilarity`'s `[batch, batch]`
+    logits (also `packed_encoder.PackedPairSimilarity`'s)."""
+
+    def unit(x):
+        x = ops.cast(x, "float32")
+        norm = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
+        return x / ops.maximum(norm, NORM_EPSILON)
+
+    return scale * ops.matmul(unit(queries), ops.transpose(unit(positives)))

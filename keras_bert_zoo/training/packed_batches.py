@@ -117,12 +117,21 @@ def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int 
     1]`), the batch's rows over its examples (0 for an empty row): a loss summed over each row's
     tokens and averaged over the rows (`sum_over_batch_size`) is then the mean over the
     batch's examples, as over an unpacked batch, also when its rows are split over devices.
+    An example that is a group of sequences (`x` `[examples, group, length]`: the embedder's
+    (query, positive) pairs; targets per example) is packed whole into one row, its sequences
+    one after the other: `example_start` then has `group` places per example (`[size, slots *
+    group]`, each sequence's first token), the targets and weights one.
     """
     rows = list(rows) + [[]] * max(0, size - len(rows))
     members = np.concatenate(rows).astype(np.int64)
     sizes = np.cumsum([0] + [len(row) for row in rows])
-    local = [list(range(sizes[r], sizes[r + 1])) for r in range(len(rows))]
-    examples = {key: np.asarray(x[key])[members] for key in ROW_INPUTS[:3]}
+    # an example of `group` sequences (`[examples, group, length]`: the embedder's pairs) is
+    # `group` consecutive sequences of one row; its place is the first one's
+    group = np.shape(x["token_ids"])[1] if np.ndim(x["token_ids"]) == 3 else 1
+    local = [list(range(sizes[r] * group, sizes[r + 1] * group)) for r in range(len(rows))]
+    examples = {
+        key: np.asarray(x[key])[members].reshape(len(members) * group, -1) for key in ROW_INPUTS[:3]
+    }
     out = pack(examples, row_length, local)
     inputs = {key: out[key] for key in ROW_INPUTS}
     y = np.asarray(y)
@@ -134,9 +143,9 @@ def packed_batch(x: dict, y, rows: list, slots: int, row_length: int, size: int 
         filled = np.diff(sizes)[:, None] > 0  # `[size, 1]`: a loss per row or per token
         weights = np.where(filled, len(rows) / max(1, len(members)), 0.0).astype(np.float32)
         return inputs, targets, weights
-    row, place = out["example_row"], out["example_sequence"] - 1
-    starts = np.zeros((len(rows), slots), np.int32)
-    starts[row, place] = out["example_start"]
+    starts = np.zeros((len(rows), slots * group), np.int32)
+    starts[out["example_row"], out["example_sequence"] - 1] = out["example_start"]
+    row, place = out["example_row"][::group], (out["example_sequence"][::group] - 1) // group
     weights = np.zeros((len(rows), slots), np.float32)
     weights[row, place] = 1.0
     if y.ndim == 1 and np.issubdtype(y.dtype, np.floating):

@@ -9,6 +9,17 @@ sides with the embedder and gives `scale` x cosine of every query against every 
 the batch; the loss is the cross-entropy of each query's own positive (sentence-transformers'
 MultipleNegativesRankingLoss), its targets made from the rows' positions in the loss.
 
+On packed rows (`fit(packing=...)`, `--packing`; "auto", the default: where bucketing is
+on) the unit packed is the pair, not the text: both texts of a pair go one after the other
+into one row (`packed_batches.packed_batch`), so `PackedSchedule`, which counts what it
+packs, gives about `--batch-size` pairs per step as unpacked, and a query always meets its
+own positive in its batch (texts packed one by one could land in different batches). A row
+holds up to twice `--sequence-length` tokens, as a pair does.
+`packed_encoder.PackedPairSimilarity` pools each text's own tokens as the embedder pools,
+so the loss sees the same query and positive vectors as unpacked. Packed batches are drawn
+without `distinct_batches`' check, so the packed loss masks another pair of the batch that
+shares a text (a false negative otherwise), from the texts' ids the training targets carry.
+
 Validation is retrieval: each validation query against all distinct validation positives,
 recall@1, recall@5 and MRR (`ranking_metrics.retrieval_scores`), before training
 (`validates_before`) and after every interval; `--keep best` keeps the best MRR. The
@@ -25,6 +36,7 @@ from keras_bert_zoo.data.pairs_reader import PairsData, read_pairs
 from keras_bert_zoo.finetuning.common import FinetuningTask
 from keras_bert_zoo.finetuning.raw_data import pairs_data, texts_or_pairs
 from keras_bert_zoo.finetuning.task_model import TaskModel
+from keras_bert_zoo.packed_encoder import build_packed_contrastive_trainer
 from keras_bert_zoo.ranking_metrics import retrieval_ranks, retrieval_scores
 from keras_bert_zoo.task_graphs import build_contrastive_trainer, in_batch_negatives_loss
 from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
@@ -44,6 +56,7 @@ class EmbeddingTask(FinetuningTask):
     scale: float = EMBEDDER.default("scale")
     spec = EMBEDDER
     sequence_outputs = False  # one vector per text
+    packs = True  # each text's mean over its own tokens: packed pairs train it
     validates_before = True  # the untrained embedder's retrieval: `metrics.json`'s "before"
 
     def __post_init__(self):
@@ -64,11 +77,15 @@ class EmbeddingTask(FinetuningTask):
         return x, targets, (len(dataset.pairs), targets)
 
     def training_arrays(self, dataset: PairsData, seed: int):
-        """`[pairs, 2, length]` arrays (query, positive); the targets are unused."""
+        """`[pairs, 2, length]` arrays (query, positive); the targets `[pairs, 2]` are the
+        texts' ids (1 + index among the distinct texts), which only the packed loss reads."""
         queries = packed_arrays(self.preprocessor, [q for q, _ in dataset.pairs])
         positives = packed_arrays(self.preprocessor, [p for _, p in dataset.pairs])
         x = {key: np.stack([queries[key], positives[key]], axis=1) for key in queries}
-        return x, np.zeros(len(dataset.pairs), np.int32)
+        texts = {
+            text: i + 1 for i, text in enumerate(sorted({t for p in dataset.pairs for t in p}))
+        }
+        return x, np.array([[texts[q], texts[p]] for q, p in dataset.pairs], np.int32)
 
     def training_rows(self, batch_size: int) -> int:
         if batch_size < 2:
@@ -88,6 +105,9 @@ class EmbeddingTask(FinetuningTask):
 
     def training_model(self, model):
         return build_contrastive_trainer(model, self.scale)
+
+    def packed_training_model(self, model):
+        return build_packed_contrastive_trainer(model, self.scale)
 
     def loss(self, dataset):
         return in_batch_negatives_loss()
