@@ -28,12 +28,22 @@ def training_schedule(
     length buckets. A packed example of several sequences (the embedder's pairs) fills rows
     of up to `length` tokens per sequence."""
     if packed:
-        sequences = np.asarray(x["padding_mask"]).astype(bool).sum(-1)
-        group = 1 if sequences.ndim == 1 else sequences.shape[1]
-        lengths = sequences.reshape(len(sequences), group).sum(-1)
+        group = int(np.prod(np.shape(x["padding_mask"])[1:-1]))  # sequences per example
+        lengths = batching.real_lengths(x, group="sum")
         return packed_schedule(lengths, batch_size, length * group, seed, devices)
     lengths = batching.real_lengths(x)
     return job.training_schedule(dataset, lengths, batch_size, length, epochs, bucketing, seed)
+
+
+def check_one_batch(x, rows: int, source: str, fix: str, unit: str = "rows"):
+    """Training arrays `x` of fewer `unit`s than one batch of `rows` are an error before any
+    work; `source` names where they came from (the argument, or the file) and `fix` the way
+    out in the caller's terms (an argument or a flag)."""
+    if len(x["token_ids"]) < rows:
+        raise ValueError(
+            f"{source} gives {len(x['token_ids'])} training {unit}, fewer than one batch of "
+            f"{rows}; {fix}."
+        )
 
 
 def training_stream(job, x, y, schedule, packed: bool):
@@ -57,11 +67,7 @@ def training_batches(job, model, dataset, batch_size, epochs, bucketing, packed,
     Keras distribution if one is set."""
     x, y = job.training_arrays(dataset, seed)
     rows = job.training_rows(batch_size)  # examples, or groups of them (the reranker's)
-    if len(x["token_ids"]) < rows:
-        raise ValueError(
-            f"`x` gives {len(x['token_ids'])} training rows, fewer than one batch of "
-            f"{rows}; pass a smaller `batch_size` (got {batch_size})."
-        )
+    check_one_batch(x, rows, "`x`", f"pass a smaller `batch_size` (got {batch_size})")
     length = model.preprocessor.sequence_length
     devices = batch_devices(keras.distribution.distribution())
     schedule = training_schedule(

@@ -22,6 +22,7 @@ import keras
 from keras_bert_zoo import export as exports
 from keras_bert_zoo.finetuning.packed_training import use_packing
 from keras_bert_zoo.finetuning.task_training import (
+    check_one_batch,
     compile_task_model,
     stepped_model,
     training_schedule,
@@ -172,16 +173,12 @@ def _read(job, config: FinetuneConfig, distribution) -> _Data:
     validation = job.read(config.validation, label_names=job.label_names(train))
     x, y = job.training_arrays(train, config.seed)
     batch_size, epochs = job.training_rows(config.batch_size), config.epochs
+    unit = "sequences" if batch_size == config.batch_size else "groups"  # reranker: groups
+    check_one_batch(x, batch_size, str(config.train), "lower --batch-size", unit)
     schedule = training_schedule(
         job, train, x, batch_size, config.sequence_length, epochs, config.bucketing,
         config.packing, config.seed, batch_devices(distribution),  # whole rows on each device
     )  # fmt: skip
-    if len(x["token_ids"]) < batch_size:
-        what = "sequences" if batch_size == config.batch_size else "groups"
-        raise ValueError(
-            f"{config.train} gives {len(x['token_ids'])} training {what}, fewer than "
-            f"one batch of {batch_size}; lower --batch-size."
-        )
     steps = schedule.steps_per_epoch
     interval = config.checkpoint_every or steps
     intervals = interval_sizes(

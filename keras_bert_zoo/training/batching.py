@@ -54,12 +54,16 @@ def bucket_lengths(sequence_length: int, bucketing: bool = True) -> list[int]:
     return lengths + [sequence_length]
 
 
-def real_lengths(x: dict) -> np.ndarray:
+def real_lengths(x: dict, group: str = "max") -> np.ndarray:
     """Real tokens of each sequence (padding comes last): the `padding_mask` row sums. An
     example that is a group of sequences (`[examples, group, length]`: a reranker's query
-    groups) has the length of its longest."""
+    groups, an embedder's pairs) has the length of its longest (`group="max"`: the padded
+    width it needs) or the sum of its sequences (`"sum"`: the places it fills packed)."""
     lengths = np.asarray(x["padding_mask"]).astype(bool).sum(-1)
-    return lengths.max(axis=tuple(range(1, lengths.ndim))) if lengths.ndim > 1 else lengths
+    if lengths.ndim == 1:
+        return lengths
+    combine = {"max": np.max, "sum": np.sum}[group]
+    return combine(lengths, axis=tuple(range(1, lengths.ndim)))
 
 
 def bucket_ids(lengths: np.ndarray, buckets) -> np.ndarray:
