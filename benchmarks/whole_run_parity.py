@@ -23,7 +23,11 @@ Then `--factor` switches on one thing a real `kbz finetune tag` run does differe
 - `bucketing-fixed-count`: those batches with the loss kbz pairs them with (the fixed count):
   a per-batch mean weighs the tokens of a batch of short sentences more, and WNUT-17's short
   sentences hold fewer entities;
-- `kbz-defaults`: the `kbz finetune tag` recipe whole: dropout, bucketing and the fixed count;
+- `packing`: kbz's packed rows (`PackedSchedule`: sentences of mixed lengths several to a
+  row, rows drawn in a new order each epoch, about `--batch-size` sentences a step) with the
+  loss kbz pairs them with (the fixed count, each row weighted by the batch's rows over its
+  sentences), the tagger's default since packing;
+- `kbz-defaults`: the `kbz finetune tag` recipe whole: dropout, packed rows and the fixed count;
 - `epsilon-1e-8`: both optimizers' epsilon at torch's and transformers' `Trainer` default
   instead of BERT's 1e-6 (kbz's default and the benchmarks' reference both use 1e-6).
 A factor that is on on both sides (dropout, epsilon) changes both scores; the JSON keeps both.
@@ -49,8 +53,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # as a script and when tests impor
 from time_to_accuracy import hf_optimizer  # noqa: E402  (the benchmarks' reference optimizer)
 
 FACTORS = (
-    "none", "dropout", "fixed-count", "bucketing", "bucketing-fixed-count", "kbz-defaults",
-    "epsilon-1e-8",
+    "none", "dropout", "fixed-count", "bucketing", "bucketing-fixed-count", "packing",
+    "kbz-defaults", "epsilon-1e-8",
 )  # fmt: skip
 
 
@@ -138,10 +142,12 @@ def step_losses(keras):
     return StepLosses()
 
 
-def kbz_fit(keras, model, x, y, schedule, epochs, loss, args, epsilon, sequence_targets=True):
+def kbz_fit(
+    keras, model, x, y, schedule, epochs, loss, args, epsilon, sequence_targets=True, stream=None
+):
     """`kbz finetune`'s training: `create_optimizer` and the loss under XLA, the batches of
-    `schedule` (`training_stream`) through `fit_resumable`, an interval per epoch, as the job
-    runs it; returns the per-step losses."""
+    `schedule` (`training_stream`, or `stream`: packed rows) through `fit_resumable`, an
+    interval per epoch, as the job runs it; returns the per-step losses."""
     import tempfile
 
     from keras_bert_zoo.training import batching
@@ -154,7 +160,8 @@ def kbz_fit(keras, model, x, y, schedule, epochs, loss, args, epsilon, sequence_
     )
     optimizer.epsilon = epsilon
     model.compile(optimizer=optimizer, loss=loss, jit_compile=True)
-    stream = batching.training_stream(x, y, schedule, sequence_targets=sequence_targets)
+    if stream is None:
+        stream = batching.training_stream(x, y, schedule, sequence_targets=sequence_targets)
     losses = step_losses(keras)
     with tempfile.TemporaryDirectory() as directory:
         fit_resumable(
@@ -202,6 +209,8 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
     import transformers
 
     import keras_bert_zoo as kbz
+    from keras_bert_zoo.finetuning import task_training
+    from keras_bert_zoo.finetuning.packed_training import packed_loss
     from keras_bert_zoo.tasks.tagger.task import TaggingTask
     from keras_bert_zoo.training import batching, bucket_choice
 
@@ -269,10 +278,20 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
         model.get_layer("tagger_head").set_weights(head)
         loss = (
             job.loss(train)
-            if factor in ("fixed-count", "bucketing-fixed-count", "kbz-defaults")
+            if factor in ("fixed-count", "bucketing-fixed-count", "packing", "kbz-defaults")
             else kbz.tasks.tagger_loss()
         )
-        if factor in ("bucketing", "bucketing-fixed-count", "kbz-defaults"):
+        trained, stream = model, None
+        if factor in ("packing", "kbz-defaults"):  # as `kbz finetune tag` packs
+            schedule = task_training.training_schedule(
+                job, train, x, args.batch_size, args.sequence_length, args.epochs, True, True,
+                seed,
+            )  # fmt: skip
+            stream, _ = task_training.training_stream(job, x, labels, schedule, packed=True)
+            trained = task_training.stepped_model(job, model, packed=True)
+            loss = packed_loss(loss, per_token=True)
+            record["row_length"] = schedule.row_length
+        elif factor in ("bucketing", "bucketing-fixed-count"):
             lengths = batching.real_lengths(x)
             buckets = bucket_choice.training_buckets(
                 lengths, args.batch_size, args.sequence_length, args.epochs, True
@@ -283,7 +302,7 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
             schedule = ReferenceOrder(batches, args.sequence_length, args.epochs)
         record["kbz_steps"] = schedule.steps_per_epoch * args.epochs
         record["kbz_losses"] = kbz_fit(
-            keras, model, x, labels, schedule, args.epochs, loss, args, epsilon
+            keras, trained, x, labels, schedule, args.epochs, loss, args, epsilon, stream=stream
         ).tolist()
         logits = np.asarray(model.predict(x_held, batch_size=64, verbose=0))
         record["kbz_f1"] = job.evaluate(heldout, logits, word_index, warn=False)["f1"]
