@@ -551,14 +551,27 @@ def run_kbz_again(args, work: Path) -> float:
 # Sorted, they run in this order per seed: kbz (empty cache), then kbz_again (its cache).
 def run_kbz_script(args, work: Path) -> float:
     """`kbz.BertClassifier` in a Keras script on raw strings, its defaults but for the
-    recipe's epochs, batch size and length (the issue's three lines, and the evaluation)."""
+    recipe's epochs, batch size and length (the issue's three lines, and the evaluation); the
+    seed draws the batches' order too, as keras-hub's `fit` shuffles with it.
+    `--kbz-script-compile` (JSON) calls `compile` with those arguments first, its optimizer
+    "keras_hub" being keras-hub's default one (Adam at 5e-5, no schedule)."""
+    import keras
+
     import keras_bert_zoo as kbz
 
     texts, labels, heldout_texts, heldout_labels = _sst2_data(args, "kbz_script")
     classifier = kbz.BertClassifier.from_preset(
         work / "minilm_preset", num_classes=2, sequence_length=args.sequence_length
     )
-    classifier.fit(x=texts, y=labels, batch_size=args.batch_size, epochs=args.epochs, verbose=0)
+    if args.kbz_script_compile:
+        options = json.loads(args.kbz_script_compile)
+        if options.get("optimizer") == "keras_hub":
+            options["optimizer"] = keras.optimizers.Adam(5e-5)
+        classifier.compile(**options)
+    classifier.fit(
+        x=texts, y=labels, batch_size=args.batch_size, epochs=args.epochs, verbose=0,
+        seed=args.seed,
+    )  # fmt: skip
     return classifier.evaluate(heldout_texts, heldout_labels)["accuracy"]
 
 
@@ -640,6 +653,13 @@ def main():
         help="more `kbz finetune` flags for the kbz stacks, one string (a controlled "
         "experiment: '--no-bucketing', '--keep last', ...)",
     )
+    parser.add_argument(
+        "--kbz-script-compile",
+        default="",
+        help="kbz_script: `compile` arguments as JSON before `fit` (a controlled experiment: "
+        '\'{"learning_rate": 1e-4}\', \'{"optimizer": "keras_hub", "jit_compile": false}\': '
+        "keras-hub's Adam at 5e-5)",
+    )
     parser.add_argument("--output", default="benchmarks/time_to_accuracy.json")
     parser.add_argument("--child", choices=sorted(STACKS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -679,6 +699,7 @@ def main():
                         "sst2_sentences",
                         "sst2_heldout",
                         "kbz_flags",
+                        "kbz_script_compile",
                     )
                 ]
                 recipe += ["--wnut17-shared"] if args.wnut17_shared else []
