@@ -23,20 +23,23 @@ AUTO = "auto"
 
 def use_packing(job, packing, bucketing: bool = True) -> bool:
     """Whether a run of `job` (a `FinetuningTask`) trains on packed rows: `packing` True,
-    False or "auto" (None: "auto"), which packs where the task can and length bucketing is
-    on (`--no-bucketing` asks for full-length rows). An error naming the flag for a task
-    that cannot pack."""
+    False or "auto" (None: "auto"), which packs where the task packs by default
+    (`packs_by_default`) and length bucketing is on (`--no-bucketing` asks for full-length
+    rows). An error naming the flag for a task that cannot pack."""
     packing = AUTO if packing is None else packing
     if not (isinstance(packing, bool) or packing == AUTO):
         raise ValueError(f"`packing` must be True, False or 'auto'. Received: packing={packing!r}.")
     if packing is True and not job.packs:
         raise ValueError(
             "packing=True packs examples read at their [CLS], by their tokens' mean or at each "
-            f"token (the classifier, the embedder, the tagger); the {job.spec.cli_name} task "
+            "token (the classifier, the embedder, the reranker, the tagger); the "
+            f"{job.spec.cli_name} task "
             "does not pack. Pass packing=False, or leave packing out (auto: packed where the "
             "task packs)."
         )
-    return job.packs and bucketing if packing == AUTO else packing
+    if packing == AUTO:
+        return job.packs and job.packs_by_default and bucketing
+    return packing
 
 
 def packed_schedule(lengths, batch_size: int, row_length: int, seed: int, multiple: int = 1):

@@ -35,6 +35,7 @@ from keras_bert_zoo.finetuning.raw_data import column, ranking_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.packed_encoder import build_packed_classifier, build_packed_group_scorer
 from keras_bert_zoo.task_graphs import build_group_scorer, listwise_loss, reranker_loss
 from keras_bert_zoo.tasks.reranker.hard_negatives import (
     embedder_source,
@@ -77,6 +78,8 @@ class RerankingTask(FinetuningTask):
     top_k: int = RERANKER.default("top_k")
     spec = RERANKER
     sequence_outputs = False  # one logit per pair
+    packs = True  # each pair is read at its [CLS]: packed pairs (or query groups) train it
+    packs_by_default = False  # see the module docstring: not faster here
 
     def __post_init__(self):
         if self.ranking_loss not in LOSSES:
@@ -194,6 +197,11 @@ class RerankingTask(FinetuningTask):
         if self.ranking_loss == "pointwise":
             return model
         return build_group_scorer(model, self.training_group_size())
+
+    def packed_training_model(self, model):
+        if self.ranking_loss == "pointwise":
+            return build_packed_classifier(model, "packed_reranker", head="reranker")
+        return build_packed_group_scorer(model, self.training_group_size())
 
     def label_names(self, dataset):
         return list(LABELS)
