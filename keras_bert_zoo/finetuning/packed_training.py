@@ -1,11 +1,13 @@
 """Sequence packing in fine-tuning: `fit(packing=...)` and `kbz finetune --packing`.
 
-A task that reads one vector per example (the classifier's `[CLS]`, the embedder's mean
-over each text's tokens) or one output per token (the tagger) can train on packed rows
-(`training.packed_batches`): several examples per row of up to `--sequence-length` tokens
-(the embedder's pairs: twice that), attention kept within each (`packed_encoder`), so almost
-no token position is padding, where length buckets still pad each example to its bucket. Its
-behaviour says so (`FinetuningTask.packs`), and whether its targets are per example or per
+A task that reads one vector per example (the classifier's and the reranker's `[CLS]`, the
+embedder's mean over each text's tokens) or one output per token (the tagger) can train on
+packed rows (`training.packed_batches`): several examples per row of up to
+`--sequence-length` tokens (the embedder's pairs: twice that; the reranker's query groups:
+that times the group's size), attention kept within each (`packed_encoder`), so almost no
+token position is padding, where length buckets still pad each example to its bucket. Its
+behaviour says so (`FinetuningTask.packs`), whether "auto" packs it (`packs_by_default`:
+where packed rows were measured faster), and whether its targets are per example or per
 token (`sequence_outputs`); the loss is averaged over each batch's examples, as it is over an
 unpacked batch's, and the validation and predictions are unpacked.
 """
