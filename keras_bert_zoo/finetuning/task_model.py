@@ -224,7 +224,8 @@ class TaskModel(BertModel):
         `packing` (True, False, "auto"): train on rows of `sequence_length` tokens holding
         several examples each (`finetuning.packed_training`; the classifier, the tagger, the
         embedder, the reranker), so padding costs almost nothing; "auto" packs where the task
-        packs by default (not the reranker) and `bucketing` is on. The logs then hold each epoch's `padding_fraction`."""
+        packs by default (not the reranker) and `bucketing` is on. The logs then hold each
+        epoch's `padding_fraction`."""
         x, y, raw = split_stream(x, y)
         if not raw:
             if not self.compiled:

@@ -19,6 +19,16 @@ prior that pointwise training learns first) teaches nothing. `--batch-size` stil
 pairs: a batch is `batch_size / (1 + num_negatives)` groups. `ranking_loss="pointwise"` trains the
 pairs as they are with sigmoid cross-entropy (`tasks.reranker_loss`). The model saved and
 served is the pair scorer either way.
+
+On packed rows (`fit(packing=True)`, `--packing`) pointwise pairs pack as the classifier's
+examples (`packed_encoder.build_packed_classifier`, each read at its `[CLS]`); listwise, the
+unit packed is the query group, its pairs one after the other in one row of up to
+`1 + num_negatives` times `--sequence-length` tokens (as the embedder packs its pairs), so
+a group's scores are all in one batch; `packed_encoder.build_packed_group_scorer` gives them
+in the group's order to `listwise_loss`. "auto" does not pack the reranker: a group's row
+costs attention over the group's whole length, which ate what packing saved in padding
+(`benchmarks/RESULTS.md`, "Sequence packing"), and a shorter row (twice the length) would
+not hold most groups of a query with three passages.
 """
 
 import dataclasses
@@ -79,7 +89,7 @@ class RerankingTask(FinetuningTask):
     spec = RERANKER
     sequence_outputs = False  # one logit per pair
     packs = True  # each pair is read at its [CLS]: packed pairs (or query groups) train it
-    packs_by_default = False  # see the module docstring: not faster here
+    packs_by_default = False  # not faster than buckets: see the module docstring
 
     def __post_init__(self):
         if self.ranking_loss not in LOSSES:
