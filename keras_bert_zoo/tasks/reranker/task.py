@@ -25,10 +25,11 @@ examples (`packed_encoder.build_packed_classifier`, each read at its `[CLS]`); l
 unit packed is the query group, its pairs one after the other in one row of up to
 `1 + num_negatives` times `--sequence-length` tokens (as the embedder packs its pairs), so
 a group's scores are all in one batch; `packed_encoder.build_packed_group_scorer` gives them
-in the group's order to `listwise_loss`. "auto" does not pack the reranker: a group's row
-costs attention over the group's whole length, which ate what packing saved in padding
-(`benchmarks/RESULTS.md`, "Sequence packing"), and a shorter row (twice the length) would
-not hold most groups of a query with three passages.
+in the group's order to `listwise_loss`. "auto" does not pack the reranker: passages fill
+most of a row already, so packing saves little padding, while attention over a group's row
+(up to four pairs long) costs far more than over each pair's own; an epoch ran slower packed
+(`benchmarks/RESULTS.md`, "Sequence packing"), and rows of only twice the length would not
+hold most groups of a query and three passages.
 """
 
 import dataclasses
