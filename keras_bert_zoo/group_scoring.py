@@ -32,18 +32,20 @@ class MergeGroups(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class SplitGroups(keras.layers.Layer):
-    """`[groups * group_size, 1]` logits -> `[groups, group_size]`: `MergeGroups` undone."""
+    """`[groups * group_size, 1]` logits -> `[groups, group_size]`: `MergeGroups` undone;
+    packed rows' `[rows, groups * group_size, 1]` -> `[rows, groups, group_size]`."""
 
     def __init__(self, group_size: int, **kwargs):
         super().__init__(**kwargs)
         self.group_size = check_positive_int("group_size", group_size)
 
     def call(self, x):
-        return keras.ops.reshape(x, (-1, self.group_size))
+        return keras.ops.reshape(x, (*keras.ops.shape(x)[:-2], -1, self.group_size))
 
     def compute_output_shape(self, shape):
-        groups = None if shape[0] is None else shape[0] // self.group_size
-        return (groups, self.group_size)
+        *outer, places, _ = shape
+        groups = None if places is None else places // self.group_size
+        return (*outer, groups, self.group_size)
 
     def get_config(self):
         return {**super().get_config(), "group_size": self.group_size}

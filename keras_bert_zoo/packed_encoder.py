@@ -12,7 +12,8 @@ and exports are unchanged; the packed model shares its weights, so training it t
 `packed_first_tokens` and `packed_mean_pooling` map the packed `sequence_output` back to one
 vector per example (the classifier's `[CLS]`, the embedder's mean over real tokens); a
 tagger reads it per token where it is (`build_packed_tagger`).
-`build_packed_classifier`, `build_packed_tagger` and `build_packed_contrastive_trainer` are
+`build_packed_classifier` (also a reranker's pairs), `build_packed_group_scorer` (a
+reranker's query groups), `build_packed_tagger` and `build_packed_contrastive_trainer` are
 the task models' training models on packed rows.
 """
 
@@ -20,6 +21,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.encoder import find_encoder
+from keras_bert_zoo.group_scoring import SplitGroups
 from keras_bert_zoo.layers.common import MASK_BIAS
 from keras_bert_zoo.layers.pooling import (
     MASK_CLAMP,
@@ -93,20 +95,38 @@ class PackedFirstTokens(keras.layers.Layer):
         return (sequence_output_shape[0], example_start_shape[1], sequence_output_shape[2])
 
 
-def build_packed_classifier(classifier: keras.Model, name: str = "packed_classifier"):
+def build_packed_classifier(
+    classifier: keras.Model, name: str = "packed_classifier", head: str = "classifier"
+):
     """The training model of a classifier (`kbz.build_classifier`) on packed rows, sharing
     its layers: `PACKED_INPUTS` and `example_start` (`[rows, slots]`: each example's `[CLS]`
     in its row, `kbz.training.packed_batches`) to `[rows, slots, classes]` logits, each
     example's pooler and head as in the classifier (its last block run at every position
-    here, where the classifier runs it at `[CLS]` only: equal values)."""
+    here, where the classifier runs it at `[CLS]` only: equal values). `head` names the
+    head's layers (`<head>_dropout`, `<head>_head`): a reranker's (`kbz.build_reranker`,
+    "reranker") gives each pair's relevance logit, `[rows, slots, 1]`."""
     encoder = find_encoder(classifier)
     inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
     starts = keras.Input(shape=(None,), dtype="int32", name="example_start")
     x = _packed_sequence_output(encoder, inputs)
     x = PackedFirstTokens(name="packed_first_tokens")(x, starts)
     x = encoder.get_layer("pooled_dense")(x)
-    logits = classifier.get_layer("classifier_head")(classifier.get_layer("classifier_dropout")(x))
+    logits = classifier.get_layer(f"{head}_head")(classifier.get_layer(f"{head}_dropout")(x))
     return keras.Model(inputs={**inputs, "example_start": starts}, outputs=logits, name=name)
+
+
+def build_packed_group_scorer(
+    reranker: keras.Model, group_size: int, name: str = "packed_group_scorer"
+) -> keras.Model:
+    """The training model of a reranker (`kbz.build_reranker`) on packed query groups,
+    sharing its layers: `PACKED_INPUTS` and `example_start` (`[rows, slots * group_size]`,
+    each pair's `[CLS]`; a group's pairs one after the other in one row) to `[rows, slots,
+    group_size]` logits in each group's order, the packed counterpart of
+    `kbz.tasks.build_group_scorer`; train it with `listwise_loss()` averaged over the
+    groups (`sample_weight`)."""
+    scorer = build_packed_classifier(reranker, name, head="reranker")
+    logits = SplitGroups(group_size, name="group_logits", dtype="float32")(scorer.output)
+    return keras.Model(scorer.input, logits, name=name)
 
 
 def build_packed_tagger(tagger: keras.Model, name: str = "packed_tagger"):

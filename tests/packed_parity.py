@@ -241,3 +241,50 @@ def check_packed_embedder_fit_step(tiny: dict, empty_rows: int = 0, pooling: str
     # atol: the loss's scale of 20 magnifies float32 rounding of the cosines; the pooler
     # is not in the embedder's graph
     _assert_same_step(before, unpacked_model, model, atol=1e-5, unmoved=4)
+
+
+def check_packed_reranker_fit_step(tiny: dict, ranking_loss: str, empty_rows: int = 0):
+    """One SGD fit step of a reranker on packed rows equals the unpacked step on the same
+    examples, its loss and every weight's move. Pointwise: pairs read at their `[CLS]` as
+    the classifier's (`build_packed_classifier(head="reranker")`, sigmoid cross-entropy);
+    listwise: query groups of 2 pairs packed whole into rows of twice `ROW_LENGTH`
+    (`build_packed_group_scorer` against `kbz.tasks.build_group_scorer`, the softmax
+    cross-entropy of each group's relevant pair, here the first or the second)."""
+    from keras_bert_zoo.finetuning.packed_training import packed_loss
+    from keras_bert_zoo.packed_encoder import build_packed_classifier, build_packed_group_scorer
+    from keras_bert_zoo.training.packed_batches import packed_batch
+    from keras_bert_zoo.training.packing import pack_rows
+
+    def reranker(seed):
+        keras.utils.set_random_seed(seed)
+        return kbz.build_reranker(kbz.build_encoder(**tiny, dropout=0.0), dropout=0.0)
+
+    unpacked_model, model = reranker(0), reranker(1)
+    model.set_weights(unpacked_model.get_weights())
+    before = [np.array(w) for w in unpacked_model.get_weights()]
+    x = unpacked_examples(tiny["vocabulary_size"])
+    lengths, group = np.asarray(LENGTHS), 2 if ranking_loss == "listwise" else 1
+    if group > 1:  # group g: pairs 2g and 2g + 1
+        x = {key: value.reshape(len(LENGTHS) // group, group, -1) for key, value in x.items()}
+        lengths = lengths.reshape(-1, group).sum(-1)
+        y = np.array([0, 1, 1, 0], "int32")  # the relevant pair's place in its group
+        loss, unpacked = kbz.tasks.listwise_loss(), kbz.tasks.build_group_scorer(unpacked_model, 2)
+        packed_model = build_packed_group_scorer(model, group)
+    else:
+        y = np.random.default_rng(3).integers(0, 2, len(LENGTHS)).astype("float32")
+        loss, unpacked = kbz.tasks.reranker_loss(), unpacked_model
+        packed_model = build_packed_classifier(model, head="reranker")
+    unpacked.compile(keras.optimizers.SGD(1.0), loss=loss, jit_compile=False)
+    unpacked_loss = unpacked.train_on_batch(x, y)
+
+    packed_model.compile(keras.optimizers.SGD(1.0), loss=packed_loss(loss), jit_compile=False)
+    row_length = group * ROW_LENGTH  # a row holds up to a group's sequence lengths
+    rows = pack_rows(lengths, row_length)
+    slots, size = row_length // lengths.min(), len(rows) + empty_rows
+    inputs, targets, weights = packed_batch(x, y, rows, slots, row_length, size)
+    assert len(rows) < len(lengths) and weights.sum() == len(lengths) < weights.size
+    assert inputs["example_start"].shape == (size, group * slots)
+    packed_step_loss = packed_model.train_on_batch(inputs, targets, sample_weight=weights)
+    assert packed_model.output.shape[1:] == ((None, group) if group > 1 else (None, 1))
+    np.testing.assert_allclose(packed_step_loss, unpacked_loss, rtol=1e-5)
+    _assert_same_step(before, unpacked_model, model)

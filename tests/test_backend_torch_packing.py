@@ -1,5 +1,5 @@
-"""Packed rows on PyTorch: outputs, gradients and a classifier's, a tagger's and an embedder's
-fit step equal to unpacked (tests/packed_parity.py); collected only when Keras runs on
+"""Packed rows on PyTorch: outputs, gradients and a classifier's, a tagger's, an embedder's and a
+reranker's fit step equal to unpacked (tests/packed_parity.py); collected only when Keras runs on
 PyTorch (conftest.py)."""
 
 import pytest
@@ -8,6 +8,7 @@ from packed_parity import (
     check_packed_embedder_fit_step,
     check_packed_fit_step,
     check_packed_parity,
+    check_packed_reranker_fit_step,
     check_packed_tagger_fit_step,
 )
 
@@ -30,3 +31,10 @@ def test_a_packed_tagger_fit_step_equals_the_unpacked_one(empty_rows):
 @pytest.mark.parametrize("pooling", ["mean", "cls", "max"])
 def test_a_packed_embedder_fit_step_equals_the_unpacked_one(pooling):
     check_packed_embedder_fit_step(TINY, empty_rows=1, pooling=pooling)
+
+
+@pytest.mark.parametrize(
+    ("ranking_loss", "empty_rows"), [("listwise", 0), ("listwise", 2), ("pointwise", 2)]
+)
+def test_a_packed_reranker_fit_step_equals_the_unpacked_one(ranking_loss, empty_rows):
+    check_packed_reranker_fit_step(TINY, ranking_loss, empty_rows)

@@ -15,6 +15,7 @@ from packed_parity import (
     check_packed_embedder_fit_step,
     check_packed_fit_step,
     check_packed_parity,
+    check_packed_reranker_fit_step,
     check_packed_tagger_fit_step,
 )
 from task_model_scripts import DATA, preset, squad, sst2, wnut  # noqa: F401 (the `preset` fixture)
@@ -94,6 +95,13 @@ def test_a_packed_embedder_fit_step_equals_the_unpacked_one(pooling, empty_rows)
     check_packed_embedder_fit_step(TINY, empty_rows, pooling)
 
 
+@pytest.mark.parametrize(
+    ("ranking_loss", "empty_rows"), list(itertools.product(["listwise", "pointwise"], [0, 2]))
+)
+def test_a_packed_reranker_fit_step_equals_the_unpacked_one(ranking_loss, empty_rows):
+    check_packed_reranker_fit_step(TINY, ranking_loss, empty_rows)
+
+
 def test_an_embedder_fits_on_packed_pairs_by_default(preset, caplog):
     x, _ = squad(16)
     queries, positives = x["question"], [c[: 40 + 9 * i] for i, c in enumerate(x["context"])]
@@ -142,14 +150,40 @@ def test_a_tagger_fit_packs_by_default_and_reports_each_epochs_padding(preset, c
 
 @pytest.mark.parametrize(
     ("packing", "message"),
-    [(True, r"packing=True packs.*the rerank task does not pack.*packing=False"), ("yes", "'yes'")],
+    [(True, r"packing=True packs.*the qa task does not pack.*packing=False"), ("yes", "'yes'")],
 )
 def test_packing_a_task_that_cannot_pack_stops_naming_the_flag(preset, packing, message):
-    queries = [f"query {i}" for i in range(8)]
-    passages = [f"passage {i}" for i in range(8)]
-    reranker = kbz.BertReranker.from_preset(preset, sequence_length=32)
+    x, y = squad(8)
+    qa = kbz.BertQuestionAnswerer.from_preset(preset, sequence_length=64, doc_stride=32)
     with pytest.raises(ValueError, match=message):
-        reranker.fit((queries, passages), [1, 0] * 4, batch_size=4, packing=packing)
+        qa.fit(x, y, batch_size=4, packing=packing)
+
+
+@pytest.mark.parametrize("ranking_loss", ["listwise", "pointwise"])
+def test_a_reranker_fits_on_packed_rows_when_asked_and_on_buckets_by_default(
+    preset, caplog, ranking_loss
+):
+    x, _ = squad(16)
+    queries, contexts = x["question"], x["context"]
+    others = [contexts[(i + 4) % len(contexts)] for i in range(len(contexts))]
+    passages = [p for pair in zip(contexts, others, strict=True) for p in pair]
+    pairs = ([q for q in queries for _ in range(2)], passages)
+    labels = [1, 0] * len(queries)
+    reranker = kbz.BertReranker.from_preset(
+        preset, sequence_length=64, ranking_loss=ranking_loss, num_negatives=1
+    )
+    with caplog.at_level("INFO", logger="keras_bert_zoo"):
+        history = reranker.fit(pairs, labels, batch_size=4, epochs=2, verbose=0, packing=True)
+    assert "Training on packed rows" in caplog.text
+    fractions = history.history["padding_fraction"]
+    assert len(fractions) == 2 and all(0 <= f < 0.35 for f in fractions), fractions
+    assert all(np.isfinite(history.history["loss"]))
+    assert reranker.score(pairs[0][:2], pairs[1][:2]).shape == (2,)  # the pair scorer, unpacked
+    caplog.clear()
+    with caplog.at_level("INFO", logger="keras_bert_zoo"):  # "auto": buckets (not faster)
+        history = reranker.fit(pairs, labels, batch_size=4, epochs=1, verbose=0)
+    assert "Training on packed rows" not in caplog.text
+    assert "padding_fraction" not in history.history
 
 
 def test_kbz_finetune_packing_for_a_task_that_cannot_pack_exits_2_naming_the_flag(tmp_path, capsys):
@@ -191,6 +225,36 @@ def test_packed_batches_are_static_hold_each_example_once_and_resume_at_any_step
     later = next(iter(stream(steps + 1)))  # a resumed run starts at any step: the same batch
     for got, want in zip(keras.tree.flatten(later), keras.tree.flatten(batches[-1]), strict=True):
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_packed_query_groups_stay_whole_in_one_row_in_their_order():
+    # The listwise loss needs each group's scores side by side: a group is the unit packed,
+    # its pairs one after the other in one row (so in one batch), each read at its [CLS].
+    from keras_bert_zoo.finetuning.task_training import training_schedule
+
+    rng = np.random.default_rng(4)
+    groups, size = 80, 4
+    lengths = rng.integers(3, 30, (groups, size))
+    mask = (np.arange(32) < lengths[..., None]).astype("int32")
+    code = 1 + np.arange(groups * size).reshape(groups, size)  # pair j of group g
+    ids = np.where(np.arange(32) == 0, code[..., None], rng.integers(1, 99, mask.shape)) * mask
+    x = {"token_ids": ids, "segment_ids": 0 * mask, "padding_mask": mask}
+    y = np.arange(groups, dtype="int32")  # each group's target: its index
+    schedule = training_schedule(None, None, x, 4, 32, 1, True, True, seed=5)
+    assert schedule.row_length <= 4 * 32 and schedule.slots == schedule.row_length // min(
+        lengths.sum(-1)
+    )
+    seen = []
+    for step in range(schedule.steps_per_epoch):
+        inputs, targets, weights = packed_batches.packed_batch(
+            x, y, schedule.batch(step), schedule.slots, schedule.row_length, schedule.batch_size
+        )
+        for row, place in zip(*np.nonzero(weights), strict=True):
+            group = targets[row, place]
+            starts = inputs["example_start"][row, place * size : (place + 1) * size]
+            np.testing.assert_array_equal(inputs["token_ids"][row, starts], code[group])
+            seen.append(group)
+    assert len(seen) == len(set(seen)) > 0.8 * groups  # once each; a few left for the next epoch
 
 
 def test_packed_batches_over_devices_hold_one_devices_examples_and_empty_rows():

@@ -28,13 +28,15 @@ class FinetuningTask:
     `spec`: the task's `TaskSpec`; `sequence_outputs`: whether the model's outputs have a
     sequence axis that length bucketing (`training.batching`) trims with the batch;
     `validates_before`: the run also validates the untrained model (`report`'s "before");
-    `packs`: it can train on packed rows (`packed_training_model`, `--packing`).
+    `packs`: it can train on packed rows (`packed_training_model`, `--packing`);
+    `packs_by_default`: "auto" packs it (where packed rows train it faster).
     """
 
     spec = None
     sequence_outputs = False
     validates_before = False
     packs = False  # trains on packed rows (`packed_training_model`) where asked
+    packs_by_default = True  # where `packs`: `--packing` "auto" packs it
 
     def read(self, path, label_names=None, labels_optional=False):
         """The file's examples; `labels_optional`: a file without labels (to predict) reads."""

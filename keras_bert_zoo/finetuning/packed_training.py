@@ -1,11 +1,13 @@
 """Sequence packing in fine-tuning: `fit(packing=...)` and `kbz finetune --packing`.
 
-A task that reads one vector per example (the classifier's `[CLS]`, the embedder's mean
-over each text's tokens) or one output per token (the tagger) can train on packed rows
-(`training.packed_batches`): several examples per row of up to `--sequence-length` tokens
-(the embedder's pairs: twice that), attention kept within each (`packed_encoder`), so almost
-no token position is padding, where length buckets still pad each example to its bucket. Its
-behaviour says so (`FinetuningTask.packs`), and whether its targets are per example or per
+A task that reads one vector per example (the classifier's and the reranker's `[CLS]`, the
+embedder's mean over each text's tokens) or one output per token (the tagger) can train on
+packed rows (`training.packed_batches`): several examples per row of up to
+`--sequence-length` tokens (the embedder's pairs: twice that; the reranker's query groups:
+that times the group's size), attention kept within each (`packed_encoder`), so almost no
+token position is padding, where length buckets still pad each example to its bucket. Its
+behaviour says so (`FinetuningTask.packs`), whether "auto" packs it (`packs_by_default`:
+where packed rows were measured faster), and whether its targets are per example or per
 token (`sequence_outputs`); the loss is averaged over each batch's examples, as it is over an
 unpacked batch's, and the validation and predictions are unpacked.
 """
@@ -23,20 +25,23 @@ AUTO = "auto"
 
 def use_packing(job, packing, bucketing: bool = True) -> bool:
     """Whether a run of `job` (a `FinetuningTask`) trains on packed rows: `packing` True,
-    False or "auto" (None: "auto"), which packs where the task can and length bucketing is
-    on (`--no-bucketing` asks for full-length rows). An error naming the flag for a task
-    that cannot pack."""
+    False or "auto" (None: "auto"), which packs where the task packs by default
+    (`packs_by_default`) and length bucketing is on (`--no-bucketing` asks for full-length
+    rows). An error naming the flag for a task that cannot pack."""
     packing = AUTO if packing is None else packing
     if not (isinstance(packing, bool) or packing == AUTO):
         raise ValueError(f"`packing` must be True, False or 'auto'. Received: packing={packing!r}.")
     if packing is True and not job.packs:
         raise ValueError(
             "packing=True packs examples read at their [CLS], by their tokens' mean or at each "
-            f"token (the classifier, the embedder, the tagger); the {job.spec.cli_name} task "
+            "token (the classifier, the embedder, the reranker, the tagger); the "
+            f"{job.spec.cli_name} task "
             "does not pack. Pass packing=False, or leave packing out (auto: packed where the "
             "task packs)."
         )
-    return job.packs and bucketing if packing == AUTO else packing
+    if packing == AUTO:
+        return job.packs and job.packs_by_default and bucketing
+    return packing
 
 
 def packed_schedule(lengths, batch_size: int, row_length: int, seed: int, multiple: int = 1):

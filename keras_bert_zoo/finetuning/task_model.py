@@ -223,8 +223,9 @@ class TaskModel(BertModel):
         logs). Each `fit` with an "auto" optimizer runs its own warmup and decay.
         `packing` (True, False, "auto"): train on rows of `sequence_length` tokens holding
         several examples each (`finetuning.packed_training`; the classifier, the tagger, the
-        embedder), so padding costs almost nothing; "auto" packs where the task can and
-        `bucketing` is on. The logs then hold each epoch's `padding_fraction`."""
+        embedder, the reranker), so padding costs almost nothing; "auto" packs where the task
+        packs by default (not the reranker) and `bucketing` is on. The logs then hold each
+        epoch's `padding_fraction`."""
         x, y, raw = split_stream(x, y)
         if not raw:
             if not self.compiled:

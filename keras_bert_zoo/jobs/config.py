@@ -176,9 +176,9 @@ class FinetuneConfig(RunConfig):
     packing: bool | None = setting(
         None,
         "train on rows of up to --sequence-length tokens holding several examples each, attention "
-        "kept within each example, so padding costs almost nothing (the classifier, the tagger); "
-        "--no-packing: length buckets",
-        shown="on where the task packs and --bucketing is on",
+        "kept within each example, so padding costs almost nothing (the classifier, the tagger, "
+        "the embedder; the reranker with --packing); --no-packing: length buckets",
+        shown="on for classify, tag and embed where --bucketing is on",
     )
     overwrite: bool = setting(False, _OVERWRITE, record=False)
     verbose: object = setting("auto", "Keras' progress output", identity=False, flag=False)

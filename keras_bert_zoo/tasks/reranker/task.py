@@ -19,6 +19,17 @@ prior that pointwise training learns first) teaches nothing. `--batch-size` stil
 pairs: a batch is `batch_size / (1 + num_negatives)` groups. `ranking_loss="pointwise"` trains the
 pairs as they are with sigmoid cross-entropy (`tasks.reranker_loss`). The model saved and
 served is the pair scorer either way.
+
+On packed rows (`fit(packing=True)`, `--packing`) pointwise pairs pack as the classifier's
+examples (`packed_encoder.build_packed_classifier`, each read at its `[CLS]`); listwise, the
+unit packed is the query group, its pairs one after the other in one row of up to
+`1 + num_negatives` times `--sequence-length` tokens (as the embedder packs its pairs), so
+a group's scores are all in one batch; `packed_encoder.build_packed_group_scorer` gives them
+in the group's order to `listwise_loss`. "auto" does not pack the reranker: passages fill
+most of a row already, so packing saves little padding, while attention over a group's row
+(up to four pairs long) costs far more than over each pair's own; an epoch ran slower packed
+(`benchmarks/RESULTS.md`, "Sequence packing"), and rows of only twice the length would not
+hold most groups of a query and three passages.
 """
 
 import dataclasses
@@ -35,6 +46,7 @@ from keras_bert_zoo.finetuning.raw_data import column, ranking_data
 from keras_bert_zoo.finetuning.task_model import TaskModel
 from keras_bert_zoo.finetuning.truncation import full_rows, warn_truncated
 from keras_bert_zoo.layers.common import check_positive_int
+from keras_bert_zoo.packed_encoder import build_packed_classifier, build_packed_group_scorer
 from keras_bert_zoo.task_graphs import build_group_scorer, listwise_loss, reranker_loss
 from keras_bert_zoo.tasks.reranker.hard_negatives import (
     embedder_source,
@@ -77,6 +89,8 @@ class RerankingTask(FinetuningTask):
     top_k: int = RERANKER.default("top_k")
     spec = RERANKER
     sequence_outputs = False  # one logit per pair
+    packs = True  # each pair is read at its [CLS]: packed pairs (or query groups) train it
+    packs_by_default = False  # not faster than buckets: see the module docstring
 
     def __post_init__(self):
         if self.ranking_loss not in LOSSES:
@@ -194,6 +208,11 @@ class RerankingTask(FinetuningTask):
         if self.ranking_loss == "pointwise":
             return model
         return build_group_scorer(model, self.training_group_size())
+
+    def packed_training_model(self, model):
+        if self.ranking_loss == "pointwise":
+            return build_packed_classifier(model, "packed_reranker", head="reranker")
+        return build_packed_group_scorer(model, self.training_group_size())
 
     def label_names(self, dataset):
         return list(LABELS)
