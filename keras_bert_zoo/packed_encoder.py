@@ -96,22 +96,24 @@ class PackedFirstTokens(keras.layers.Layer):
 
 
 def build_packed_classifier(
-    classifier: keras.Model, name: str = "packed_classifier", head: str = "classifier"
+    classifier: keras.Model, name: str = "packed_classifier", head: str = "classifier_head"
 ):
     """The training model of a classifier (`kbz.build_classifier`) on packed rows, sharing
     its layers: `PACKED_INPUTS` and `example_start` (`[rows, slots]`: each example's `[CLS]`
     in its row, `kbz.training.packed_batches`) to `[rows, slots, classes]` logits, each
     example's pooler and head as in the classifier (its last block run at every position
     here, where the classifier runs it at `[CLS]` only: equal values). `head` names the
-    head's layers (`<head>_dropout`, `<head>_head`): a reranker's (`kbz.build_reranker`,
-    "reranker") gives each pair's relevance logit, `[rows, slots, 1]`."""
+    head's dense layer (`<prefix>_head`, after `<prefix>_dropout`): a reranker's
+    (`kbz.build_reranker`, "reranker_head") gives each pair's relevance logit, `[rows, slots,
+    1]`."""
     encoder = find_encoder(classifier)
     inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
     starts = keras.Input(shape=(None,), dtype="int32", name="example_start")
     x = _packed_sequence_output(encoder, inputs)
     x = PackedFirstTokens(name="packed_first_tokens")(x, starts)
     x = encoder.get_layer("pooled_dense")(x)
-    logits = classifier.get_layer(f"{head}_head")(classifier.get_layer(f"{head}_dropout")(x))
+    dropout = classifier.get_layer(head.removesuffix("_head") + "_dropout")
+    logits = classifier.get_layer(head)(dropout(x))
     return keras.Model(inputs={**inputs, "example_start": starts}, outputs=logits, name=name)
 
 
@@ -124,7 +126,7 @@ def build_packed_group_scorer(
     group_size]` logits in each group's order, the packed counterpart of
     `kbz.tasks.build_group_scorer`; train it with `listwise_loss()` averaged over the
     groups (`sample_weight`)."""
-    scorer = build_packed_classifier(reranker, name, head="reranker")
+    scorer = build_packed_classifier(reranker, name, head="reranker_head")
     logits = SplitGroups(group_size, name="group_logits", dtype="float32")(scorer.output)
     return keras.Model(scorer.input, logits, name=name)
 

@@ -246,7 +246,7 @@ def check_packed_embedder_fit_step(tiny: dict, empty_rows: int = 0, pooling: str
 def check_packed_reranker_fit_step(tiny: dict, ranking_loss: str, empty_rows: int = 0):
     """One SGD fit step of a reranker on packed rows equals the unpacked step on the same
     examples, its loss and every weight's move. Pointwise: pairs read at their `[CLS]` as
-    the classifier's (`build_packed_classifier(head="reranker")`, sigmoid cross-entropy);
+    the classifier's (`build_packed_classifier(head="reranker_head")`, sigmoid cross-entropy);
     listwise: query groups of 2 pairs packed whole into rows of twice `ROW_LENGTH`
     (`build_packed_group_scorer` against `kbz.tasks.build_group_scorer`, the softmax
     cross-entropy of each group's relevant pair, here the first or the second)."""
@@ -273,7 +273,7 @@ def check_packed_reranker_fit_step(tiny: dict, ranking_loss: str, empty_rows: in
     else:
         y = np.random.default_rng(3).integers(0, 2, len(LENGTHS)).astype("float32")
         loss, unpacked = kbz.tasks.reranker_loss(), unpacked_model
-        packed_model = build_packed_classifier(model, head="reranker")
+        packed_model = build_packed_classifier(model, head="reranker_head")
     unpacked.compile(keras.optimizers.SGD(1.0), loss=loss, jit_compile=False)
     unpacked_loss = unpacked.train_on_batch(x, y)
 

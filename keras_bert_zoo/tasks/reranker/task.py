@@ -211,7 +211,7 @@ class RerankingTask(FinetuningTask):
 
     def packed_training_model(self, model):
         if self.ranking_loss == "pointwise":
-            return build_packed_classifier(model, "packed_reranker", head="reranker")
+            return build_packed_classifier(model, "packed_reranker", head="reranker_head")
         return build_packed_group_scorer(model, self.training_group_size())
 
     def label_names(self, dataset):
