@@ -18,6 +18,7 @@ from packed_parity import (
     check_packed_reranker_fit_step,
     check_packed_tagger_fit_step,
 )
+from packed_prediction_parity import check_packed_prediction
 from task_model_scripts import DATA, preset, squad, sst2, wnut  # noqa: F401 (the `preset` fixture)
 
 import keras_bert_zoo as kbz
@@ -292,3 +293,8 @@ def test_the_packing_report_names_the_datas_epoch_after_a_resume():
             report.on_train_batch_end(batch)
         report.on_epoch_end(0, logs)
         assert logs["padding_fraction"] == fractions[epoch]
+
+
+@pytest.mark.parametrize("num_classes", [3, 1])
+def test_packed_prediction_equals_bucketed_in_the_order_given(num_classes):
+    check_packed_prediction(TINY, num_classes, jit_compile=True)

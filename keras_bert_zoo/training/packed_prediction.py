@@ -1,0 +1,120 @@
+"""Packed prediction: a classifier's outputs from rows holding several examples each.
+
+Length buckets (`training.bucketed_prediction`) still pad every example to its bucket; short
+texts (SST-2's sentences) spend a quarter to two thirds of their token positions on padding
+there. Here the examples are packed into rows by best-fit decreasing (`training.packing`),
+rows as long as the longest example rounded up to 8 tokens, run through the classifier's
+packed model (`packed_encoder.build_packed_classifier`, attention kept within each example,
+positions restarting, each example's `[CLS]` read at its place), and each example's logits
+put back in the order of `x`: the same values as unpacked, within float32 rounding.
+
+Every batch has one static shape for XLA (`[rows, row_length]` tokens, `[rows, slots]`
+`[CLS]` places; the last batch filled up with empty rows where a new shape would compile a
+program), as many rows as hold `batch_size` examples on average. On TensorFlow on CPU it runs
+one TensorFlow graph (`bucketed_prediction.predicts_as_graph`), elsewhere the model's own
+compiled prediction.
+
+>>> logits = kbz.training.packed_prediction.predict(classifier, x, batch_size=64)
+"""
+
+import weakref
+
+import keras
+import numpy as np
+
+from keras_bert_zoo.packed_encoder import build_packed_classifier
+from keras_bert_zoo.training import bucketed_prediction
+from keras_bert_zoo.training.batching import real_lengths, run_in_batches
+from keras_bert_zoo.training.packed_batches import packed_batch
+from keras_bert_zoo.training.packing import pack_rows
+from keras_bert_zoo.training.processes import is_chief, process_count
+from keras_bert_zoo.training.progress import rows_counter
+
+AUTO = "auto"
+# Whether "auto" packs: measured faster than buckets for short texts (benchmarks/RESULTS.md,
+# "Packed prediction").
+PACKS_BY_DEFAULT = True
+
+_PACKED = weakref.WeakKeyDictionary()  # classifier -> its packed model
+
+
+def can_pack(model) -> bool:
+    """True for a Keras classifier (`kbz.build_classifier`, its task model) of one process;
+    not for a `runtimes` runner (ONNX Runtime, OpenVINO), which runs buckets."""
+    if not isinstance(model, keras.Model) or process_count() > 1:
+        return False
+    return any(layer.name == "classifier_head" for layer in model.layers)
+
+
+def uses_packing(model, packing) -> bool:
+    """Whether `predict_outputs` packs for `model`: `packing` True, False or "auto" (None:
+    "auto", which packs where `can_pack` and `PACKS_BY_DEFAULT`). An error naming the flag
+    where True cannot pack."""
+    packing = AUTO if packing is None else packing
+    if not (isinstance(packing, bool) or packing == AUTO):
+        raise ValueError(
+            f"`packing` (--packing) must be True, False or 'auto'. Received: packing={packing!r}."
+        )
+    if packing is True and not can_pack(model):
+        raise ValueError(
+            "packing=True (--packing) predicts packed rows with a Keras classifier in one "
+            "process; this model runs on buckets (another task, a --runtime other than keras, "
+            "or several processes). Pass packing=False (--no-packing), or leave it out (auto)."
+        )
+    return can_pack(model) and (packing is True or (packing == AUTO and PACKS_BY_DEFAULT))
+
+
+def predict_outputs(model, x, batch_size, buckets, sequence_outputs, progress=None, packing=AUTO):
+    """`model`'s outputs for tokenized `x`: packed rows (`predict`) where `uses_packing`,
+    else length buckets (`bucketed_prediction.predict`, the same arguments)."""
+    if uses_packing(model, packing) and not sequence_outputs:
+        return predict(model, x, batch_size, progress=progress)
+    return bucketed_prediction.predict(model, x, batch_size, buckets, sequence_outputs, progress)
+
+
+def predict(model, x: dict, batch_size: int, row_length=None, progress=None, label="predict"):
+    """A classifier's `[examples, classes]` logits for tokenized `x` (`token_ids`,
+    `segment_ids`, `padding_mask`, real tokens first), computed on packed rows of
+    `row_length` tokens (default: the longest example rounded up to 8, at most `x`'s width),
+    `batch_size` examples per batch on average; in the order of `x`. `progress(examples)`
+    after each batch, as `bucketed_prediction.predict` calls it."""
+    lengths = real_lengths(x)
+    count, width = len(lengths), np.shape(x["token_ids"])[1]
+    if not count:
+        return bucketed_prediction.predict(model, x, batch_size, [width], False, progress)
+    progress = progress or rows_counter(label, count, enabled=is_chief())
+    row_length = row_length or min(width, -(-int(lengths.max()) // 8) * 8)
+    rows = pack_rows(lengths, row_length)
+    per_batch = max(1, round(len(rows) * batch_size / count))
+    # Under XLA one shape: the last batch filled up with empty rows (all padding, no example).
+    whole = not bucketed_prediction.predicts_any_shape(model)
+    size = -(-len(rows) // per_batch) * per_batch if whole else len(rows)
+    slots = max(len(row) for row in rows)
+    # the targets of `packed_batch` are then each place's example index, weighted 1 if used
+    inputs, owner, used = packed_batch(x, np.arange(count), rows, slots, row_length, size)
+    used = used > 0
+    examples = used.sum(axis=1)
+    batches = iter(range(0, size, per_batch))
+
+    def batch_done(_rows: int) -> None:
+        begin = next(batches)
+        progress(int(examples[begin : begin + per_batch].sum()))
+
+    logits = bucketed_prediction.host(_forward(model)(inputs, per_batch, batch_done))
+    out = np.zeros((count, *logits.shape[2:]), logits.dtype)
+    out[owner[used]] = logits[used]
+    return out
+
+
+def _forward(model):
+    """`run(inputs, batch_size, batch_done)` of `model`'s packed classifier, built once per
+    model (it shares the model's layers, so trained weights show)."""
+    if model not in _PACKED:
+        packed = build_packed_classifier(model)
+        if model.compiled:
+            packed.compile(jit_compile=model.jit_compile)
+        _PACKED[model] = packed
+    packed = _PACKED[model]
+    if bucketed_prediction.predicts_as_graph(model):
+        return bucketed_prediction.graph_forward(packed)
+    return lambda inputs, size, done: run_in_batches(packed.predict_on_batch, inputs, size, done)
