@@ -10,7 +10,8 @@ put back in the order of `x`: the same values as unpacked, within float32 roundi
 
 Every batch has one static shape for XLA (`[rows, row_length]` tokens, `[rows, slots]`
 `[CLS]` places; the last batch filled up with empty rows where a new shape would compile a
-program), as many rows as hold `batch_size` examples on average. On TensorFlow on CPU it runs
+program), as many rows as hold `batch_size` examples on average (under XLA rounded up to a
+power of two, so that a streamed file's windows compile few programs). On TensorFlow on CPU it runs
 one TensorFlow graph (`bucketed_prediction.predicts_as_graph`), elsewhere the model's own
 compiled prediction.
 
@@ -46,21 +47,27 @@ def can_pack(model) -> bool:
     return any(layer.name == "classifier_head" for layer in model.layers)
 
 
-def uses_packing(model, packing) -> bool:
-    """Whether `predict_outputs` packs for `model`: `packing` True, False or "auto" (None:
-    "auto", which packs where `can_pack` and `PACKS_BY_DEFAULT`). An error naming the flag
-    where True cannot pack."""
+def check_packing(packing, packable: bool):
+    """`packing` as True, False or "auto" (None: "auto"); an error naming the flag for
+    another value, or for True where the model cannot pack (not `packable`)."""
     packing = AUTO if packing is None else packing
     if not (isinstance(packing, bool) or packing == AUTO):
         raise ValueError(
             f"`packing` (--packing) must be True, False or 'auto'. Received: packing={packing!r}."
         )
-    if packing is True and not can_pack(model):
+    if packing is True and not packable:
         raise ValueError(
             "packing=True (--packing) predicts packed rows with a Keras classifier in one "
             "process; this model runs on buckets (another task, a --runtime other than keras, "
             "or several processes). Pass packing=False (--no-packing), or leave it out (auto)."
         )
+    return packing
+
+
+def uses_packing(model, packing) -> bool:
+    """Whether `predict_outputs` packs for `model`: `packing` True, False or "auto" (None:
+    "auto", which packs where `can_pack` and `PACKS_BY_DEFAULT`; `check_packing`)."""
+    packing = check_packing(packing, can_pack(model))
     return can_pack(model) and (packing is True or (packing == AUTO and PACKS_BY_DEFAULT))
 
 
@@ -75,7 +82,8 @@ def predict_outputs(model, x, batch_size, buckets, sequence_outputs, progress=No
 def predict(model, x: dict, batch_size: int, row_length=None, progress=None, label="predict"):
     """A classifier's `[examples, classes]` logits for tokenized `x` (`token_ids`,
     `segment_ids`, `padding_mask`, real tokens first), computed on packed rows of
-    `row_length` tokens (default: the longest example rounded up to 8, at most `x`'s width),
+    `row_length` tokens (default: the longest example rounded up to 8, at most `x`'s width;
+    under XLA up to its bucket, `bucketed_prediction.prediction_buckets`),
     `batch_size` examples per batch on average; in the order of `x`. `progress(examples)`
     after each batch, as `bucketed_prediction.predict` calls it."""
     lengths = real_lengths(x)
@@ -83,13 +91,23 @@ def predict(model, x: dict, batch_size: int, row_length=None, progress=None, lab
     if not count:
         return bucketed_prediction.predict(model, x, batch_size, [width], False, progress)
     progress = progress or rows_counter(label, count, enabled=is_chief())
-    row_length = row_length or min(width, -(-int(lengths.max()) // 8) * 8)
+    # Under XLA one shape per call: the last batch filled up with empty rows (all padding,
+    # no example); and few shapes over calls (a streamed file's windows): rows of a bucket's
+    # length, rows per batch and `[CLS]` places rounded up to powers of two.
+    whole = not bucketed_prediction.predicts_any_shape(model)
+    longest = int(lengths.max())
+    if whole:
+        buckets = bucketed_prediction.prediction_buckets(model, width)
+        default = next(n for n in buckets if n >= longest)
+    else:
+        default = min(width, -(-longest // 8) * 8)
+    row_length = row_length or default
     rows = pack_rows(lengths, row_length)
     per_batch = max(1, round(len(rows) * batch_size / count))
-    # Under XLA one shape: the last batch filled up with empty rows (all padding, no example).
-    whole = not bucketed_prediction.predicts_any_shape(model)
-    size = -(-len(rows) // per_batch) * per_batch if whole else len(rows)
     slots = max(len(row) for row in rows)
+    if whole:
+        per_batch, slots = _power_of_two(per_batch), _power_of_two(slots)
+    size = -(-len(rows) // per_batch) * per_batch if whole else len(rows)
     # the targets of `packed_batch` are then each place's example index, weighted 1 if used
     inputs, owner, used = packed_batch(x, np.arange(count), rows, slots, row_length, size)
     used = used > 0
@@ -104,6 +122,10 @@ def predict(model, x: dict, batch_size: int, row_length=None, progress=None, lab
     out = np.zeros((count, *logits.shape[2:]), logits.dtype)
     out[owner[used]] = logits[used]
     return out
+
+
+def _power_of_two(n: int) -> int:
+    return 1 << (int(n) - 1).bit_length()
 
 
 def _forward(model):
