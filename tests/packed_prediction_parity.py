@@ -1,7 +1,7 @@
-"""Packed vs bucketed prediction of a classifier, shared by the TensorFlow, JAX and PyTorch
-test files: examples of many lengths (one filling a row alone, rows with unused `[CLS]`
-places, a last batch of fewer rows) give the same logits, in the order given, as length
-buckets and as full padding, within float32 rounding."""
+"""Packed vs bucketed prediction of a classifier and an embedder, shared by the TensorFlow,
+JAX and PyTorch test files: examples of many lengths (one filling a row alone, rows with
+unused places, a last batch of fewer rows) give the same logits or vectors, in the order
+given, as length buckets and as full padding, within float32 rounding."""
 
 import keras
 import numpy as np
@@ -24,10 +24,14 @@ def tokenized(vocabulary_size: int, seed: int = 0) -> dict:
     return {"token_ids": ids.astype("int32"), "segment_ids": segments, "padding_mask": mask}
 
 
-def check_packed_prediction(tiny: dict, num_classes: int, jit_compile) -> None:
+def check_packed_prediction(tiny: dict, head, jit_compile) -> None:
+    """`head`: a classifier's classes (an int), or an embedder's pooling ("mean", ...)."""
     keras.utils.set_random_seed(0)
     encoder = kbz.build_encoder(**tiny)
-    model = kbz.build_classifier(encoder, num_classes=num_classes)
+    if isinstance(head, int):
+        model, width = kbz.build_classifier(encoder, num_classes=head), head
+    else:
+        model, width = kbz.build_embedder(encoder, pooling=head), tiny["hidden_dim"]
     model.compile(jit_compile=jit_compile)
     x = tokenized(tiny["vocabulary_size"])
     rows = pack_rows(LENGTHS, 32)  # what `predict` packs: rows of the longest example
@@ -40,7 +44,7 @@ def check_packed_prediction(tiny: dict, num_classes: int, jit_compile) -> None:
     buckets = bucketed_prediction.prediction_buckets(model, WIDTH)
     bucketed = bucketed_prediction.predict(model, x, BATCH_SIZE, buckets, False, lambda n: None)
     full = keras.ops.convert_to_numpy(model(x, training=False))
-    assert packed.shape == (len(LENGTHS), num_classes) and packed.dtype == np.float32
+    assert packed.shape == (len(LENGTHS), width) and packed.dtype == np.float32
     np.testing.assert_allclose(packed, bucketed, atol=2e-5)
     np.testing.assert_allclose(packed, full, atol=2e-5)
     assert sum(seen) == len(LENGTHS) and len(seen) == -(-len(rows) // per_batch)

@@ -41,6 +41,6 @@ def test_a_packed_reranker_fit_step_equals_the_unpacked_one(ranking_loss, empty_
     check_packed_reranker_fit_step(TINY, ranking_loss, empty_rows)
 
 
-@pytest.mark.parametrize("jit_compile", [True, False])
-def test_packed_prediction_equals_bucketed_in_the_order_given(jit_compile):
-    check_packed_prediction(TINY, 3, jit_compile)
+@pytest.mark.parametrize("head, jit_compile", [(3, True), (3, False), ("mean", True)])
+def test_packed_prediction_equals_bucketed_in_the_order_given(head, jit_compile):
+    check_packed_prediction(TINY, head, jit_compile)

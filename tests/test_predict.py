@@ -226,6 +226,9 @@ def test_packing_where_prediction_cannot_pack_exits_2_naming_the_flag(presets, t
     onnx = ("--packing", "--runtime", "onnx")
     assert _predict("classify", presets["classifier"], source, output, *onnx) == 2
     assert "--packing" in capsys.readouterr().err and not output.exists()
+    embed = ["embed", "--model", str(presets["classifier"]), "--input", str(source)]
+    assert main([*embed, "--output", str(tmp_path / "v.npy"), *onnx]) == 2
+    assert "--packing" in capsys.readouterr().err and not (tmp_path / "v.npy").exists()
     tagger = kbz.BertTagger.from_preset(str(presets["tagger"]))
     with pytest.raises(ValueError, match="packing=False"):
         tagger.predict([["Ada", "Lovelace"]], packing=True)

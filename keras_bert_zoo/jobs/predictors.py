@@ -81,7 +81,9 @@ class Predictor:
 
     def __call__(self, inputs: list):
         if registry.get(self.task).vectors:  # as `kbz embed`
-            vectors, full = embed_window(self.network, self.preprocessor, inputs, self.batch_size)
+            vectors, full = embed_window(
+                self.network, self.preprocessor, inputs, self.batch_size, self.packing
+            )
             self.truncated += full
             return vectors
         job = self.behaviour

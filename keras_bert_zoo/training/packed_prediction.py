@@ -1,12 +1,14 @@
-"""Packed prediction: a classifier's outputs from rows holding several examples each.
+"""Packed prediction: a classifier's logits or an embedder's vectors from rows holding
+several examples each.
 
 Length buckets (`training.bucketed_prediction`) still pad every example to its bucket; short
 texts (SST-2's sentences) spend a quarter to two thirds of their token positions on padding
 there. Here the examples are packed into rows by best-fit decreasing (`training.packing`),
-rows as long as the longest example rounded up to 8 tokens, run through the classifier's
-packed model (`packed_encoder.build_packed_classifier`, attention kept within each example,
-positions restarting, each example's `[CLS]` read at its place), and each example's logits
-put back in the order of `x`: the same values as unpacked, within float32 rounding.
+rows as long as the longest example rounded up to 8 tokens, run through the model's packed
+counterpart (attention kept within each example, positions restarting:
+`packed_encoder.build_packed_classifier` reads each example's `[CLS]` at its place,
+`build_packed_embedder` pools each text over its own tokens), and each example's output put
+back in the order of `x`: the same values as unpacked, within float32 rounding.
 
 Every batch has one static shape for XLA (`[rows, row_length]` tokens, `[rows, slots]`
 `[CLS]` places; the last batch filled up with empty rows where a new shape would compile a
@@ -23,7 +25,7 @@ import weakref
 import keras
 import numpy as np
 
-from keras_bert_zoo.packed_encoder import build_packed_classifier
+from keras_bert_zoo.packed_encoder import build_packed_classifier, build_packed_embedder
 from keras_bert_zoo.training import bucketed_prediction
 from keras_bert_zoo.training.batching import real_lengths, run_in_batches
 from keras_bert_zoo.training.packed_batches import packed_batch
@@ -36,15 +38,18 @@ AUTO = "auto"
 # "Packed prediction").
 PACKS_BY_DEFAULT = True
 
-_PACKED = weakref.WeakKeyDictionary()  # classifier -> its packed model
+_PACKED = weakref.WeakKeyDictionary()  # model -> its packed model
+# a layer of the model -> the builder of its packed counterpart
+_BUILDERS = {"classifier_head": build_packed_classifier, "sentence_pooling": build_packed_embedder}
 
 
 def can_pack(model) -> bool:
-    """True for a Keras classifier (`kbz.build_classifier`, its task model) of one process;
-    not for a `runtimes` runner (ONNX Runtime, OpenVINO), which runs buckets."""
+    """True for a Keras classifier or embedder (`kbz.build_classifier`, `kbz.build_embedder`,
+    their task models) of one process; not for a `runtimes` runner (ONNX Runtime, OpenVINO),
+    which runs buckets."""
     if not isinstance(model, keras.Model) or process_count() > 1:
         return False
-    return any(layer.name == "classifier_head" for layer in model.layers)
+    return any(layer.name in _BUILDERS for layer in model.layers)
 
 
 def check_packing(packing, packable: bool):
@@ -57,9 +62,10 @@ def check_packing(packing, packable: bool):
         )
     if packing is True and not packable:
         raise ValueError(
-            "packing=True (--packing) predicts packed rows with a Keras classifier in one "
-            "process; this model runs on buckets (another task, a --runtime other than keras, "
-            "or several processes). Pass packing=False (--no-packing), or leave it out (auto)."
+            "packing=True (--packing) predicts packed rows with a Keras classifier or embedder "
+            "in one process; this model runs on buckets (another task, a --runtime other than "
+            "keras, or several processes). Pass packing=False (--no-packing), or leave it out "
+            "(auto)."
         )
     return packing
 
@@ -80,7 +86,8 @@ def predict_outputs(model, x, batch_size, buckets, sequence_outputs, progress=No
 
 
 def predict(model, x: dict, batch_size: int, row_length=None, progress=None, label="predict"):
-    """A classifier's `[examples, classes]` logits for tokenized `x` (`token_ids`,
+    """A classifier's `[examples, classes]` logits or an embedder's `[examples, hidden]`
+    vectors for tokenized `x` (`token_ids`,
     `segment_ids`, `padding_mask`, real tokens first), computed on packed rows of
     `row_length` tokens (default: the longest example rounded up to 8, at most `x`'s width;
     under XLA up to its bucket, `bucketed_prediction.prediction_buckets`),
@@ -129,10 +136,11 @@ def _power_of_two(n: int) -> int:
 
 
 def _forward(model):
-    """`run(inputs, batch_size, batch_done)` of `model`'s packed classifier, built once per
+    """`run(inputs, batch_size, batch_done)` of `model`'s packed counterpart, built once per
     model (it shares the model's layers, so trained weights show)."""
     if model not in _PACKED:
-        packed = build_packed_classifier(model)
+        build = next(_BUILDERS[layer.name] for layer in model.layers if layer.name in _BUILDERS)
+        packed = build(model)
         if model.compiled:
             packed.compile(jit_compile=model.jit_compile)
         _PACKED[model] = packed
