@@ -298,3 +298,19 @@ def test_the_packing_report_names_the_datas_epoch_after_a_resume():
 @pytest.mark.parametrize("head", [3, 1, "mean", "cls", "max"])
 def test_packed_prediction_equals_bucketed_in_the_order_given(head):
     check_packed_prediction(TINY, head, jit_compile=True)
+
+
+def test_auto_packs_prediction_where_it_saves_positions():
+    from keras_bert_zoo.training import bucketed_prediction, packed_prediction
+
+    model = kbz.build_classifier(kbz.build_encoder(**TINY), num_classes=2)
+    buckets = bucketed_prediction.prediction_buckets(model, 64)
+
+    def inputs(lengths):
+        mask = (np.arange(64)[None] < np.array(lengths)[:, None]).astype("int32")
+        return {"token_ids": 5 * mask, "segment_ids": 0 * mask, "padding_mask": mask}
+
+    # one bucket of 64 for 4 short and 1 long example: packed rows of 64 hold the 4 together
+    assert packed_prediction.saves_positions(model, inputs([60, 9, 9, 9, 9]), 8, buckets)
+    # equal lengths: a bucket fits them as tightly as packed rows do
+    assert not packed_prediction.saves_positions(model, inputs([32] * 8), 8, buckets)

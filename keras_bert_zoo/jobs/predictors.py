@@ -65,7 +65,7 @@ class Predictor:
     ) -> "Predictor":
         """The predictor of a loaded task model (`load_task_model`); a model of named labels
         (its spec's `label_count`) without recorded names gets "0", "1", ...; `packing`: a
-        classifier's rows packed (`training.packed_prediction.uses_packing`)."""
+        classifier's rows packed (`training.packed_prediction.predict_outputs`)."""
         names = config.task_config.get("label_names")
         named = names is not None
         count = registry.get(task).label_count

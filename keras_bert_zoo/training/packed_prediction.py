@@ -34,9 +34,11 @@ from keras_bert_zoo.training.processes import is_chief, process_count
 from keras_bert_zoo.training.progress import rows_counter
 
 AUTO = "auto"
-# Whether "auto" packs: measured faster than buckets for short texts (benchmarks/RESULTS.md,
-# "Packed prediction").
-PACKS_BY_DEFAULT = True
+# "auto" packs where buckets would compute this many times the packed token positions: SST-2's
+# sentences (1.29x) ran 7-10% faster packed, the SQuAD corpus of questions and paragraphs
+# (1.13x, rows of 256 tokens: longer attention for its questions) no faster
+# (benchmarks/RESULTS.md, "Sequence packing").
+MIN_SAVING = 1.2
 
 _PACKED = weakref.WeakKeyDictionary()  # model -> its packed model
 # a layer of the model -> the builder of its packed counterpart
@@ -70,53 +72,49 @@ def check_packing(packing, packable: bool):
     return packing
 
 
-def uses_packing(model, packing) -> bool:
-    """Whether `predict_outputs` packs for `model`: `packing` True, False or "auto" (None:
-    "auto", which packs where `can_pack` and `PACKS_BY_DEFAULT`; `check_packing`)."""
-    packing = check_packing(packing, can_pack(model))
-    return can_pack(model) and (packing is True or (packing == AUTO and PACKS_BY_DEFAULT))
-
-
 def predict_outputs(model, x, batch_size, buckets, sequence_outputs, progress=None, packing=AUTO):
-    """`model`'s outputs for tokenized `x`: packed rows (`predict`) where `uses_packing`,
-    else length buckets (`bucketed_prediction.predict`, the same arguments)."""
-    if uses_packing(model, packing) and not sequence_outputs:
+    """`model`'s outputs for tokenized `x`: packed rows (`predict`) where `can_pack` and
+    `packing` is True, or "auto" and packing saves positions (`saves_positions`); else length
+    buckets (`bucketed_prediction.predict`, the same arguments)."""
+    packing = check_packing(packing, can_pack(model))
+    packs = can_pack(model) and not sequence_outputs and packing is not False
+    if packs and (packing is True or saves_positions(model, x, batch_size, buckets)):
         return predict(model, x, batch_size, progress=progress)
     return bucketed_prediction.predict(model, x, batch_size, buckets, sequence_outputs, progress)
 
 
+def saves_positions(model, x, batch_size: int, buckets) -> bool:
+    """True where length buckets would compute at least `MIN_SAVING` times the token
+    positions of packed rows (the filler of whole batches under XLA counted on both sides)."""
+    lengths = real_lengths(x)
+    if not len(lengths):
+        return False
+    whole = not bucketed_prediction.predicts_any_shape(model)
+    groups = bucketed_prediction.prediction_groups(lengths, batch_size, buckets)
+    bucketed = sum(_filled(len(rows), batch_size, whole) * n for rows, n in groups)
+    plan = _plan(model, lengths, batch_size, np.shape(x["token_ids"])[1])
+    return bucketed >= MIN_SAVING * plan["size"] * plan["row_length"]
+
+
 def predict(model, x: dict, batch_size: int, row_length=None, progress=None, label="predict"):
     """A classifier's `[examples, classes]` logits or an embedder's `[examples, hidden]`
-    vectors for tokenized `x` (`token_ids`,
-    `segment_ids`, `padding_mask`, real tokens first), computed on packed rows of
-    `row_length` tokens (default: the longest example rounded up to 8, at most `x`'s width;
-    under XLA up to its bucket, `bucketed_prediction.prediction_buckets`),
-    `batch_size` examples per batch on average; in the order of `x`. `progress(examples)`
-    after each batch, as `bucketed_prediction.predict` calls it."""
+    vectors for tokenized `x` (`token_ids`, `segment_ids`, `padding_mask`, real tokens
+    first), computed on packed rows of `row_length` tokens (default: the longest example
+    rounded up to 8, at most `x`'s width; under XLA up to its bucket,
+    `bucketed_prediction.prediction_buckets`), `batch_size` examples per batch on average;
+    in the order of `x`. `progress(examples)` after each batch, as
+    `bucketed_prediction.predict` calls it."""
     lengths = real_lengths(x)
     count, width = len(lengths), np.shape(x["token_ids"])[1]
     if not count:
         return bucketed_prediction.predict(model, x, batch_size, [width], False, progress)
     progress = progress or rows_counter(label, count, enabled=is_chief())
-    # Under XLA one shape per call: the last batch filled up with empty rows (all padding,
-    # no example); and few shapes over calls (a streamed file's windows): rows of a bucket's
-    # length, rows per batch and `[CLS]` places rounded up to powers of two.
-    whole = not bucketed_prediction.predicts_any_shape(model)
-    longest = int(lengths.max())
-    if whole:
-        buckets = bucketed_prediction.prediction_buckets(model, width)
-        default = next(n for n in buckets if n >= longest)
-    else:
-        default = min(width, -(-longest // 8) * 8)
-    row_length = row_length or default
-    rows = pack_rows(lengths, row_length)
-    per_batch = max(1, round(len(rows) * batch_size / count))
-    slots = max(len(row) for row in rows)
-    if whole:
-        per_batch, slots = _power_of_two(per_batch), _power_of_two(slots)
-    size = -(-len(rows) // per_batch) * per_batch if whole else len(rows)
+    plan = _plan(model, lengths, batch_size, width, row_length)
+    per_batch, size = plan["per_batch"], plan["size"]
     # the targets of `packed_batch` are then each place's example index, weighted 1 if used
-    inputs, owner, used = packed_batch(x, np.arange(count), rows, slots, row_length, size)
+    inputs, owner, used = packed_batch(
+        x, np.arange(count), plan["rows"], plan["slots"], plan["row_length"], size
+    )
     used = used > 0
     examples = used.sum(axis=1)
     batches = iter(range(0, size, per_batch))
@@ -129,6 +127,34 @@ def predict(model, x: dict, batch_size: int, row_length=None, progress=None, lab
     out = np.zeros((count, *logits.shape[2:]), logits.dtype)
     out[owner[used]] = logits[used]
     return out
+
+
+def _plan(model, lengths, batch_size: int, width: int, row_length=None) -> dict:
+    """The packed rows of `lengths`: `rows` (example indices), `row_length`, `per_batch`
+    rows a batch, `slots` example places a row, `size` rows in all (with filler)."""
+    # Under XLA one shape per call: the last batch filled up with empty rows (all padding,
+    # no example); and few shapes over calls (a streamed file's windows): rows of a bucket's
+    # length, rows per batch and example places rounded up to powers of two.
+    whole = not bucketed_prediction.predicts_any_shape(model)
+    longest = int(lengths.max())
+    if whole:
+        buckets = bucketed_prediction.prediction_buckets(model, width)
+        default = next(n for n in buckets if n >= longest)
+    else:
+        default = min(width, -(-longest // 8) * 8)
+    row_length = row_length or default
+    rows = pack_rows(lengths, row_length)
+    per_batch = max(1, round(len(rows) * batch_size / len(lengths)))
+    slots = max(len(row) for row in rows)
+    if whole:
+        per_batch, slots = _power_of_two(per_batch), _power_of_two(slots)
+    size = _filled(len(rows), per_batch, whole)
+    return dict(rows=rows, row_length=row_length, per_batch=per_batch, slots=slots, size=size)
+
+
+def _filled(rows: int, batch_size: int, whole: bool) -> int:
+    """Rows computed: under XLA (`whole`) whole batches only."""
+    return -(-rows // batch_size) * batch_size if whole else rows
 
 
 def _power_of_two(n: int) -> int:
