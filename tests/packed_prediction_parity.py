@@ -25,11 +25,13 @@ def tokenized(vocabulary_size: int, seed: int = 0) -> dict:
 
 
 def check_packed_prediction(tiny: dict, head, jit_compile) -> None:
-    """`head`: a classifier's classes (an int), or an embedder's pooling ("mean", ...)."""
+    """`head`: a classifier's classes (an int), "reranker", or an embedder's pooling."""
     keras.utils.set_random_seed(0)
     encoder = kbz.build_encoder(**tiny)
     if isinstance(head, int):
         model, width = kbz.build_classifier(encoder, num_classes=head), head
+    elif head == "reranker":
+        model, width = kbz.build_reranker(encoder), 1
     else:
         model, width = kbz.build_embedder(encoder, pooling=head), tiny["hidden_dim"]
     model.compile(jit_compile=jit_compile)

@@ -41,6 +41,6 @@ def test_a_packed_reranker_fit_step_equals_the_unpacked_one(ranking_loss, empty_
     check_packed_reranker_fit_step(TINY, ranking_loss, empty_rows)
 
 
-@pytest.mark.parametrize("head", [3, "mean"])
+@pytest.mark.parametrize("head", [3, "reranker", "mean"])
 def test_packed_prediction_equals_bucketed_in_the_order_given(head):
     check_packed_prediction(TINY, head, jit_compile=False)  # eager: PyTorch's default

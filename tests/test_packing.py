@@ -295,7 +295,7 @@ def test_the_packing_report_names_the_datas_epoch_after_a_resume():
         assert logs["padding_fraction"] == fractions[epoch]
 
 
-@pytest.mark.parametrize("head", [3, 1, "mean", "cls", "max"])
+@pytest.mark.parametrize("head", [3, 1, "reranker", "mean", "cls", "max"])
 def test_packed_prediction_equals_bucketed_in_the_order_given(head):
     check_packed_prediction(TINY, head, jit_compile=True)
 

@@ -20,6 +20,7 @@ compiled prediction.
 >>> logits = kbz.training.packed_prediction.predict(classifier, x, batch_size=64)
 """
 
+import functools
 import weakref
 
 import keras
@@ -41,14 +42,19 @@ AUTO = "auto"
 MIN_SAVING = 1.2
 
 _PACKED = weakref.WeakKeyDictionary()  # model -> its packed model
-# a layer of the model -> the builder of its packed counterpart
-_BUILDERS = {"classifier_head": build_packed_classifier, "sentence_pooling": build_packed_embedder}
+# a layer of the model -> the builder of its packed counterpart (a reranker's pairs are read
+# at their `[CLS]` as a classifier's sentences)
+_BUILDERS = {
+    "classifier_head": build_packed_classifier,
+    "reranker_head": functools.partial(build_packed_classifier, head="reranker_head"),
+    "sentence_pooling": build_packed_embedder,
+}
 
 
 def can_pack(model) -> bool:
-    """True for a Keras classifier or embedder (`kbz.build_classifier`, `kbz.build_embedder`,
-    their task models) of one process; not for a `runtimes` runner (ONNX Runtime, OpenVINO),
-    which runs buckets."""
+    """True for a Keras classifier, reranker or embedder (`kbz.build_classifier`,
+    `kbz.build_reranker`, `kbz.build_embedder`, their task models) of one process; not for a
+    `runtimes` runner (ONNX Runtime, OpenVINO), which runs buckets."""
     if not isinstance(model, keras.Model) or process_count() > 1:
         return False
     return any(layer.name in _BUILDERS for layer in model.layers)
@@ -64,10 +70,10 @@ def check_packing(packing, packable: bool):
         )
     if packing is True and not packable:
         raise ValueError(
-            "packing=True (--packing) predicts packed rows with a Keras classifier or embedder "
-            "in one process; this model runs on buckets (another task, a --runtime other than "
-            "keras, or several processes). Pass packing=False (--no-packing), or leave it out "
-            "(auto)."
+            "packing=True (--packing) predicts packed rows with a Keras classifier, reranker or "
+            "embedder in one process; this model runs on buckets (another task, a --runtime "
+            "other than keras, or several processes). Pass packing=False (--no-packing), or "
+            "leave it out (auto)."
         )
     return packing
 
@@ -77,7 +83,8 @@ def predict_outputs(model, x, batch_size, buckets, sequence_outputs, progress=No
     `packing` is True, or "auto" and packing saves positions (`saves_positions`); else length
     buckets (`bucketed_prediction.predict`, the same arguments)."""
     packing = check_packing(packing, can_pack(model))
-    packs = can_pack(model) and not sequence_outputs and packing is not False
+    one_per_row = np.ndim(x["token_ids"]) == 2  # not query groups (`[examples, group, length]`)
+    packs = can_pack(model) and one_per_row and not sequence_outputs and packing is not False
     if packs and (packing is True or saves_positions(model, x, batch_size, buckets)):
         return predict(model, x, batch_size, progress=progress)
     return bucketed_prediction.predict(model, x, batch_size, buckets, sequence_outputs, progress)
