@@ -25,6 +25,7 @@ from keras_bert_zoo.group_scoring import SplitGroups
 from keras_bert_zoo.layers.common import MASK_BIAS
 from keras_bert_zoo.layers.pooling import (
     MASK_CLAMP,
+    NORM_EPSILON,
     check_pooling,
     check_scale,
     in_batch_similarity,
@@ -164,6 +165,72 @@ def packed_mean_pooling(sequence_output, sequence_ids, example_row, example_sequ
     return ops.take(sums, wanted, axis=0) / ops.take(counts, wanted, axis=0)[:, None]
 
 
+def packed_pooling(sequence_output, sequence_ids, example_start, pooling: str = "mean"):
+    """`([rows, places, hidden] float32 vectors, [rows, places] token counts)`: each text of
+    packed rows (`[rows, length, hidden]` outputs, `[rows, length]` sequence ids, `[rows,
+    places]` first tokens; place p is sequence p + 1) pooled over its own tokens as
+    `layers.SentencePooling` pools ("mean", "cls" or "max"), through a one-hot `[rows,
+    length, places]` membership (static shapes). An unused place counts 0 tokens."""
+    places = ops.shape(example_start)[1]
+    ids = ops.expand_dims(ops.cast(sequence_ids, "int32"), -1)
+    member = ops.equal(ids, ops.arange(1, places + 1, dtype="int32"))  # [rows, length, places]
+    counts = ops.sum(ops.cast(member, "float32"), axis=1)  # [rows, places]
+    if pooling == "cls":  # each text's first token
+        at = ops.arange(ops.shape(sequence_ids)[1], dtype="int32")[None, :, None]
+        starts = ops.cast(example_start, "int32")[:, None, :]
+        member = ops.logical_and(member, ops.equal(at, starts))
+    sequence = ops.cast(sequence_output, "float32")
+    if pooling == "max":  # [rows, length, places, hidden]: padding at MASK_BIAS
+        inside = ops.expand_dims(member, -1)
+        pooled = ops.max(ops.where(inside, ops.expand_dims(sequence, 2), MASK_BIAS), axis=1)
+    else:
+        pooled = ops.einsum("rlp,rlh->rph", ops.cast(member, "float32"), sequence)
+        if pooling == "mean":
+            pooled = pooled / ops.maximum(ops.expand_dims(counts, -1), MASK_CLAMP)
+    return pooled, counts
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class PackedSentencePooling(keras.layers.Layer):
+    """`layers.SentencePooling` of packed rows: `[rows, length, hidden]` outputs, their
+    sequence ids and `[rows, slots]` first tokens to `[rows, slots, hidden]` vectors, each
+    text's pooled over its own tokens (`packed_pooling`) and L2-normalised if `normalize`
+    (an unused place's vector is 0)."""
+
+    def __init__(self, pooling: str = "mean", normalize: bool = True, **kwargs):
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        self.pooling, self.normalize = check_pooling(pooling), bool(normalize)
+
+    def call(self, sequence_output, sequence_ids, example_start):
+        pooled, _ = packed_pooling(sequence_output, sequence_ids, example_start, self.pooling)
+        if self.normalize:
+            norm = ops.sqrt(ops.sum(ops.square(pooled), axis=-1, keepdims=True))
+            pooled = pooled / ops.maximum(norm, NORM_EPSILON)
+        return pooled
+
+    def compute_output_shape(self, sequence_output_shape, sequence_ids_shape, example_start_shape):
+        return (*example_start_shape, sequence_output_shape[-1])
+
+    def get_config(self):
+        return {**super().get_config(), "pooling": self.pooling, "normalize": self.normalize}
+
+
+def build_packed_embedder(embedder: keras.Model, name: str = "packed_embedder") -> keras.Model:
+    """An embedder (`kbz.build_embedder`) on packed rows, sharing its layers: `PACKED_INPUTS`
+    and `example_start` (`[rows, slots]`, each text's first token) to `[rows, slots,
+    hidden]` vectors, each text's as the embedder gives it (its pooling and normalisation)."""
+    pooling = embedder.get_layer("sentence_pooling")
+    encoder = find_encoder(embedder)
+    inputs = {key: keras.Input(shape=(None,), dtype="int32", name=key) for key in PACKED_INPUTS}
+    starts = keras.Input(shape=(None,), dtype="int32", name="example_start")
+    x = _packed_sequence_output(encoder, inputs)
+    vectors = PackedSentencePooling(pooling.pooling, pooling.normalize, name="packed_pooling")(
+        x, inputs["sequence_ids"], starts
+    )
+    return keras.Model(inputs={**inputs, "example_start": starts}, outputs=vectors, name=name)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class PackedPairSimilarity(keras.layers.Layer):
     """In-batch logits of (query, positive) pairs packed into rows: `[rows, length, hidden]`
@@ -183,20 +250,7 @@ class PackedPairSimilarity(keras.layers.Layer):
 
     def call(self, sequence_output, sequence_ids, example_start):
         rows, places = ops.shape(example_start)[0], ops.shape(example_start)[1]
-        ids = ops.expand_dims(ops.cast(sequence_ids, "int32"), -1)
-        member = ops.equal(ids, ops.arange(1, places + 1, dtype="int32"))  # [rows, length, places]
-        counts = ops.sum(ops.cast(member, "float32"), axis=1)  # [rows, places]
-        if self.pooling == "cls":  # each text's first token
-            at = ops.arange(ops.shape(sequence_ids)[1], dtype="int32")[None, :, None]
-            member = ops.logical_and(member, ops.equal(at, example_start[:, None, :]))
-        sequence = ops.cast(sequence_output, "float32")
-        if self.pooling == "max":  # [rows, length, places, hidden]: padding at MASK_BIAS
-            inside = ops.expand_dims(member, -1)
-            pooled = ops.max(ops.where(inside, ops.expand_dims(sequence, 2), MASK_BIAS), axis=1)
-        else:
-            pooled = ops.einsum("rlp,rlh->rph", ops.cast(member, "float32"), sequence)
-            if self.pooling == "mean":
-                pooled = pooled / ops.maximum(ops.expand_dims(counts, -1), MASK_CLAMP)
+        pooled, counts = packed_pooling(sequence_output, sequence_ids, example_start, self.pooling)
         empty = ops.expand_dims(counts == 0, -1)
         # an unused place's vector is a constant 1s: the norm's gradient at 0 is NaN
         pooled = ops.where(empty, 1.0, pooled)

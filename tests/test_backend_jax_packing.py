@@ -11,6 +11,7 @@ from packed_parity import (
     check_packed_reranker_fit_step,
     check_packed_tagger_fit_step,
 )
+from packed_prediction_parity import check_packed_prediction
 
 
 @pytest.mark.parametrize("attention", ["explicit", "fused"])
@@ -38,3 +39,8 @@ def test_a_packed_embedder_fit_step_equals_the_unpacked_one(pooling):
 )
 def test_a_packed_reranker_fit_step_equals_the_unpacked_one(ranking_loss, empty_rows):
     check_packed_reranker_fit_step(TINY, ranking_loss, empty_rows)
+
+
+@pytest.mark.parametrize("head, jit_compile", [(3, True), (3, False), ("mean", True)])
+def test_packed_prediction_equals_bucketed_in_the_order_given(head, jit_compile):
+    check_packed_prediction(TINY, head, jit_compile)

@@ -246,7 +246,7 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(
     if not graph:  # as on a GPU or TPU: Keras' `predict`, one (XLA) program per bucket
         monkeypatch.setattr(bucketed_prediction, "predicts_as_graph", lambda model: False)
     shapes, _ = record_predict_shapes(model, monkeypatch)
-    graph_rows, graph_forward = [], bucketed_prediction._graph_forward
+    graph_rows, graph_forward = [], bucketed_prediction.graph_forward
 
     def counting(model):  # the rows each graph call runs
         run = graph_forward(model)
@@ -254,7 +254,7 @@ def test_bucketed_prediction_equals_full_padding_for_real_tokens(
             graph_rows.append(len(inputs["token_ids"])) or run(inputs, batch_size, *done)
         )
 
-    monkeypatch.setattr(bucketed_prediction, "_graph_forward", counting)
+    monkeypatch.setattr(bucketed_prediction, "graph_forward", counting)
     bucketed = bucketed_prediction.predict(model, x, 9, buckets, job.sequence_outputs)
     if graph:  # one graph traced once serves every bucket length
         assert (

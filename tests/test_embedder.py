@@ -279,7 +279,12 @@ def test_exported_embedder_serves_raw_strings_without_the_package(
 # --- kbz embed ------------------------------------------------------------------------------
 
 
-def test_kbz_embed_writes_one_vector_per_line(minilm_preset, reference, provenance, tmp_path):
+@pytest.mark.parametrize("packing", ["--packing", "--no-packing"])
+def test_kbz_embed_writes_one_vector_per_line(
+    minilm_preset, reference, provenance, tmp_path, packing
+):
+    """Packed rows (each text pooled over its own tokens) or length buckets: the vectors of
+    sentence-transformers."""
     from keras_bert_zoo.cli import main
 
     lines = provenance["sentences"]
@@ -287,7 +292,7 @@ def test_kbz_embed_writes_one_vector_per_line(minilm_preset, reference, provenan
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     code = main(
         ["embed", "--model", str(minilm_preset), "--input", str(tmp_path / "in.txt"),
-         "--output", str(tmp_path / "out.npy"), "--batch-size", "3"]
+         "--output", str(tmp_path / "out.npy"), "--batch-size", "3", packing]
     )  # fmt: skip
     assert code == 0
     vectors = np.load(tmp_path / "out.npy")

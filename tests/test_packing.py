@@ -18,6 +18,7 @@ from packed_parity import (
     check_packed_reranker_fit_step,
     check_packed_tagger_fit_step,
 )
+from packed_prediction_parity import check_packed_prediction
 from task_model_scripts import DATA, preset, squad, sst2, wnut  # noqa: F401 (the `preset` fixture)
 
 import keras_bert_zoo as kbz
@@ -292,3 +293,24 @@ def test_the_packing_report_names_the_datas_epoch_after_a_resume():
             report.on_train_batch_end(batch)
         report.on_epoch_end(0, logs)
         assert logs["padding_fraction"] == fractions[epoch]
+
+
+@pytest.mark.parametrize("head", [3, 1, "reranker", "mean", "cls", "max"])
+def test_packed_prediction_equals_bucketed_in_the_order_given(head):
+    check_packed_prediction(TINY, head, jit_compile=True)
+
+
+def test_auto_packs_prediction_where_it_saves_positions():
+    from keras_bert_zoo.training import bucketed_prediction, packed_prediction
+
+    model = kbz.build_classifier(kbz.build_encoder(**TINY), num_classes=2)
+    buckets = bucketed_prediction.prediction_buckets(model, 64)
+
+    def inputs(lengths):
+        mask = (np.arange(64)[None] < np.array(lengths)[:, None]).astype("int32")
+        return {"token_ids": 5 * mask, "segment_ids": 0 * mask, "padding_mask": mask}
+
+    # one bucket of 64 for 4 short and 1 long example: packed rows of 64 hold the 4 together
+    assert packed_prediction.saves_positions(model, inputs([60, 9, 9, 9, 9]), 8, buckets)
+    # equal lengths: a bucket fits them as tightly as packed rows do
+    assert not packed_prediction.saves_positions(model, inputs([32] * 8), 8, buckets)

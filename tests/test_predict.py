@@ -177,3 +177,58 @@ def test_truncated_examples_are_counted_once_per_file(presets, tmp_path, caplog)
     assert "line 3, has 42 tokens" in caplog.text
     predicted = (tmp_path / "p.conll").read_text().strip().split("\n\n")
     assert len(predicted[1].split("\n")) == 40  # every word still gets a tag (O past the cut)
+
+
+def _probabilities(path) -> np.ndarray:
+    rows = [line.split("\t") for line in Path(path).read_text().splitlines()[1:]]
+    return np.array([[float(v) for v in row[2:]] for row in rows])
+
+
+def test_predict_classify_packs_by_default_with_the_same_probabilities(
+    presets, tmp_path, monkeypatch
+):
+    """`kbz predict classify` packs several sentences a row (auto), streamed or read whole
+    (--no-bucketing --packing), and writes the probabilities of length buckets."""
+    from keras_bert_zoo.training import packed_prediction
+
+    packed_calls = []
+    original = packed_prediction.predict
+    monkeypatch.setattr(
+        packed_prediction, "predict", lambda *a, **k: packed_calls.append(1) or original(*a, **k)
+    )
+    texts = [
+        line.split("\t")[0] for line in (DATA / "sst2_train_head.tsv").read_text().splitlines()
+    ]
+    source = tmp_path / "sentences.tsv"
+    source.write_text("\n".join(texts) + "\n")
+    model = presets["classifier"]
+    assert _predict("classify", model, source, tmp_path / "buckets.tsv", "--no-packing") == 0
+    assert not packed_calls
+    assert _predict("classify", model, source, tmp_path / "auto.tsv", "--batch-size", "8") == 0
+    assert packed_calls
+    whole = ("--no-bucketing", "--packing")
+    assert _predict("classify", model, source, tmp_path / "whole.tsv", *whole) == 0
+    assert len(packed_calls) == 2
+    expected = _probabilities(tmp_path / "buckets.tsv")
+    assert len(expected) == len(texts) - 1
+    np.testing.assert_allclose(_probabilities(tmp_path / "auto.tsv"), expected, atol=1e-5)
+    np.testing.assert_allclose(_probabilities(tmp_path / "whole.tsv"), expected, atol=1e-5)
+    # the task model's `predict` on raw texts packs too, and gives the same logits
+    classifier = kbz.BertClassifier.from_preset(str(model))
+    logits = classifier.predict(texts[1:])
+    np.testing.assert_allclose(logits, classifier.predict(texts[1:], packing=False), atol=2e-5)
+    assert len(packed_calls) == 3
+
+
+def test_packing_where_prediction_cannot_pack_exits_2_naming_the_flag(presets, tmp_path, capsys):
+    source = DATA / "sst2_train_head.tsv"
+    output = tmp_path / "p.tsv"
+    onnx = ("--packing", "--runtime", "onnx")
+    assert _predict("classify", presets["classifier"], source, output, *onnx) == 2
+    assert "--packing" in capsys.readouterr().err and not output.exists()
+    embed = ["embed", "--model", str(presets["classifier"]), "--input", str(source)]
+    assert main([*embed, "--output", str(tmp_path / "v.npy"), *onnx]) == 2
+    assert "--packing" in capsys.readouterr().err and not (tmp_path / "v.npy").exists()
+    tagger = kbz.BertTagger.from_preset(str(presets["tagger"]))
+    with pytest.raises(ValueError, match="packing=False"):
+        tagger.predict([["Ada", "Lovelace"]], packing=True)

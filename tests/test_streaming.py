@@ -24,7 +24,7 @@ from keras_bert_zoo.data.line_stream import LineSource, count_lines
 from keras_bert_zoo.inference.outputs import NpyRows, StreamOutput, progress_path
 from keras_bert_zoo.inference.streaming import stream
 from keras_bert_zoo.jobs import embed as embed_job
-from keras_bert_zoo.training import bucketed_prediction
+from keras_bert_zoo.training import bucketed_prediction, packed_prediction
 
 WORDS = (Path(__file__).parent / "data" / "finetune" / "sst2_train_head.tsv").read_text().split()
 
@@ -105,9 +105,9 @@ def test_streamed_embed_equals_embed_texts_per_window(tiny, corpus, tmp_path, mo
     windows = []
     window = embed_job.embed_window
 
-    def recording(embedder, preprocessor, texts, batch_size):
+    def recording(embedder, preprocessor, texts, *rest):
         windows.append(len(texts))
-        return window(embedder, preprocessor, texts, batch_size)
+        return window(embedder, preprocessor, texts, *rest)
 
     monkeypatch.setattr(embed_job, "embed_window", recording)
     assert _embed(tiny, corpus, tmp_path / "v.npy") == 0
@@ -144,16 +144,21 @@ def _stop_after(monkeypatch, windows):
 
 def fail_prediction(patch, call: int) -> list:
     """Makes the streamed predictions (the tasks' `stream_predictions`) fail at prediction
-    pass `call` (a crash after `call - 1` windows are committed); returns the passes run."""
-    calls, predict = [], bucketed_prediction.predict
+    pass `call` (a crash after `call - 1` windows are committed), in length buckets or packed
+    rows (the classifier's); returns the passes run."""
+    calls = []
 
-    def failing(*args):
-        calls.append(1)
-        if len(calls) == call:
-            raise _Stop("crash")
-        return predict(*args)
+    def failing(predict):
+        def run(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == call:
+                raise _Stop("crash")
+            return predict(*args, **kwargs)
 
-    patch.setattr(bucketed_prediction, "predict", failing)
+        return run
+
+    for module in (bucketed_prediction, packed_prediction):
+        patch.setattr(module, "predict", failing(module.predict))
     return calls
 
 

@@ -55,6 +55,8 @@ def test_encode_gives_the_vectors_of_kbz_embed(preset):
     model, preprocessor = embed_job.load_embedder(preset, 32)
     expected = embed_job.embed_texts(model, preprocessor, texts)
     np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-6)
+    # both packed several texts to a row (auto); length buckets give the same vectors
+    np.testing.assert_allclose(embedder.encode(texts, packing=False), expected, atol=1e-5)
 
 
 def test_export_takes_the_models_own_preprocessor(preset, tmp_path):

@@ -39,7 +39,7 @@ from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import bucketed_prediction
+from keras_bert_zoo.training import bucketed_prediction, packed_prediction
 
 PREDICT_BATCH_SIZE = 64
 
@@ -279,26 +279,29 @@ class TaskModel(BertModel):
         outputs = self.predict_arrays(inputs, batch_size)
         return {k: float(v) for k, v in job.evaluate(dataset, outputs, extra, warn=False).items()}
 
-    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
-        """Keras' `predict`; raw data is tokenized, and predicted in length buckets: the
-        model's outputs (logits; the embedder's vectors) in the order of `x`."""
+    def predict(self, x, batch_size=None, verbose="auto", packing=AUTO, **kwargs):
+        """Keras' `predict`; raw data is tokenized, and predicted in length buckets, or a
+        classifier's on packed rows (`packing`, `predict_arrays`): the model's outputs
+        (logits; the embedder's vectors) in the order of `x`."""
         x, _, raw = split_stream(x, None)
         if not raw:
             return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
-        return self.predict_arrays(self.predict_inputs(x), batch_size)
+        return self.predict_arrays(self.predict_inputs(x), batch_size, packing)
 
     def predict_inputs(self, x) -> dict:
         """The tokenized model inputs of raw `x` (what `predict` runs)."""
         return self.job().arrays(self.raw_data(x))[0]
 
-    def predict_arrays(self, inputs: dict, batch_size=None):
+    def predict_arrays(self, inputs: dict, batch_size=None, packing=AUTO):
         """The outputs for tokenized `inputs`, sorted by length and trimmed to buckets
-        (`training.bucketed_prediction`): the same values as full padding."""
+        (`training.bucketed_prediction`), or a classifier's packed into rows (`packing` True,
+        False or "auto", `training.packed_prediction`): the same values as full padding."""
         length = self.preprocessor.sequence_length
         buckets = bucketed_prediction.prediction_buckets(self, length)
-        return bucketed_prediction.predict(
-            self, inputs, batch_size or PREDICT_BATCH_SIZE, buckets, self.behaviour.sequence_outputs
-        )
+        return packed_prediction.predict_outputs(
+            self, inputs, batch_size or PREDICT_BATCH_SIZE, buckets,
+            self.behaviour.sequence_outputs, packing=packing,
+        )  # fmt: skip
 
     def decode(self, dataset, batch_size=None):
         """The behaviour's predictions for a raw dataset (`classify`, `tag`, `answer`)."""

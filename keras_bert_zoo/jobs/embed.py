@@ -27,7 +27,7 @@ from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
 from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import batching, bucketed_prediction
+from keras_bert_zoo.training import batching, bucketed_prediction, packed_prediction
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +67,21 @@ def embed_texts(embedder, preprocessor, texts, batch_size: int = 64) -> np.ndarr
     return vectors
 
 
-def embed_window(embedder, preprocessor, texts, batch_size: int) -> tuple[np.ndarray, int]:
+def embed_window(
+    embedder, preprocessor, texts, batch_size: int, packing=packed_prediction.AUTO
+) -> tuple[np.ndarray, int]:
     """`(vectors, how many texts fill every token position)` of a list of texts: the
-    streaming engine's window, which warns once for the whole input."""
+    streaming engine's window, which warns once for the whole input; a Keras embedder's
+    texts packed several to a row (`packing`, `training.packed_prediction`)."""
     if not texts:
         return np.zeros((0, embedder.output_shape[-1]), np.float32), 0
     x = _packed(preprocessor, texts)
     length = preprocessor.sequence_length
     full = int(np.sum(batching.real_lengths(x) == length))
     buckets = bucketed_prediction.prediction_buckets(embedder, length)
-    vectors = bucketed_prediction.predict(embedder, x, batch_size, buckets, sequence_outputs=False)
+    vectors = packed_prediction.predict_outputs(
+        embedder, x, batch_size, buckets, False, packing=packing
+    )
     return np.asarray(vectors, np.float32), full
 
 
@@ -117,6 +122,7 @@ def run_embed(
     restart: bool = False,
     runtime: str = DEFAULT_RUNTIME,
     precision: str = DEFAULT_PRECISION,
+    packing=None,
 ) -> dict:
     """Embeds each line of `input` (one vector per line, blank lines too) into `output` .npy,
     streaming: `window` lines at a time are read, sorted by length, embedded and written
@@ -137,6 +143,10 @@ def run_embed(
             are written once into the cache and reused).
         precision: "float32" or "int8"; an int8 model is checked against float32 on rows of
             `input` when it is written, and a loss above the tolerance is a warning.
+        packing: texts packed several to a row of the longest one's length, each pooled
+            over its own tokens (`training.packed_prediction`: the same vectors, almost no
+            padding); True, False or None ("auto": on where it was measured faster, with
+            the Keras runtime; True with another runtime is an error).
 
     >>> kbz.jobs.run_embed("minilm_preset", "sentences.txt", "vectors.npy")
     """
@@ -146,6 +156,7 @@ def run_embed(
         raise ValueError(f"--output must be a .npy file. Received: {output}")
     check_positive_int("batch_size", batch_size)
     check_positive_int("window", window)
+    packing = packed_prediction.check_packing(packing, runtime == DEFAULT_RUNTIME)
     check_runtime(runtime, precision, model, EMBEDDER.name)
     check_apart({"--output": output}, {"--input": input, "--model": model})
     path = input_file("--input", input, "a text file, one text per line")
@@ -172,7 +183,7 @@ def run_embed(
     source, full = LineSource(path), [0]
 
     def embed(texts):
-        vectors, count = embed_window(embedder, preprocessor, texts, batch_size)
+        vectors, count = embed_window(embedder, preprocessor, texts, batch_size, packing)
         full[0] += count
         return vectors
 

@@ -16,7 +16,7 @@ from keras_bert_zoo.jobs.streaming import prediction_identity
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS
-from keras_bert_zoo.training import bucketed_prediction
+from keras_bert_zoo.training import bucketed_prediction, packed_prediction
 
 
 def check_prediction_paths(paths: list, overwrite: bool) -> None:
@@ -47,6 +47,7 @@ def run_predict(
     runtime: str = DEFAULT_RUNTIME,
     precision: str = DEFAULT_PRECISION,
     overwrite: bool = False,
+    packing=None,
     **options,
 ) -> dict:
     """Predicts `input` with the fine-tuned `model`; writes the prediction file(s) at `output`.
@@ -62,6 +63,10 @@ def run_predict(
             `n_best_size`, `max_answer_length`; a run's own settings are the defaults.
         bucketing: batches of similar length, trimmed to a few static lengths (the same
             predictions for real tokens, faster); False pads every batch to the full length.
+        packing: the classifier's examples packed several to a row of the longest one's
+            length (`training.packed_prediction`: the same predictions, almost no padding);
+            True, False or None ("auto": on where it was measured faster, with `bucketing`
+            and the Keras runtime; True elsewhere is an error).
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for
             every bucket either way (`training.bucketed_prediction.predicts_as_graph`).
         window, restart: the file is streamed `window` rows at a time and continued after a
@@ -89,6 +94,10 @@ def run_predict(
     check_prediction_paths(FINETUNING_TASKS[task].prediction_paths(output), overwrite)
     check_apart({"--output": FINETUNING_TASKS[task].prediction_paths(output)},
                 {"--input": input, "--model": model})  # fmt: skip
+    packing = packed_prediction.check_packing(
+        packing, task == "classifier" and runtime == DEFAULT_RUNTIME
+    )
+    packing = packing if bucketing or packing is True else False  # as fine-tuning's auto
     keras = runtime == DEFAULT_RUNTIME and precision == DEFAULT_PRECISION
     network, preprocessor, config, settings = load_task_model(
         model, task, sequence_length, jit_compile, build=keras
@@ -99,7 +108,7 @@ def run_predict(
         defaults["text_columns"] = tuple(defaults["text_columns"])
     options = {**defaults, **{k: v for k, v in options.items() if v is not None}}
     job = FINETUNING_TASKS[task](preprocessor, **options)
-    predictor = Predictor.of(task, network, preprocessor, config, batch_size)
+    predictor = Predictor.of(task, network, preprocessor, config, batch_size, packing)
     if keras and bucketing and job.streams(predictor, input):  # streamed, resumable
         identity = prediction_identity(spec.name, model, predictor, window)
         files, metrics = job.stream_predictions(predictor, input, output, window, restart, identity)
@@ -117,8 +126,8 @@ def run_predict(
     length = preprocessor.sequence_length
     buckets = bucketed_prediction.prediction_buckets(network, length) if bucketing else [length]
     with progress_bar(len(x["token_ids"]), "predict", runtime, precision, "example") as advance:
-        outputs = bucketed_prediction.predict(
-            network, x, batch_size, buckets, job.sequence_outputs, advance
+        outputs = packed_prediction.predict_outputs(
+            network, x, batch_size, buckets, job.sequence_outputs, advance, packing
         )
     predictions = job.predict(dataset, outputs, extra)
     files = job.write_predictions(dataset, predictions, output)

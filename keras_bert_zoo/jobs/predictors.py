@@ -36,7 +36,7 @@ from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import bucketed_prediction
+from keras_bert_zoo.training import bucketed_prediction, packed_prediction
 
 
 @dataclasses.dataclass
@@ -51,18 +51,28 @@ class Predictor:
     named: bool = True  # the model recorded its label names (else "0", "1", ...)
     truncated: int = 0  # inputs so far that filled every token position
     full_rows: list = dataclasses.field(default_factory=list)  # those of the last call
+    packing: object = packed_prediction.AUTO  # a classifier's packed rows (`predict_outputs`)
 
     @classmethod
-    def of(cls, task, network, preprocessor, config, batch_size: int = 64) -> "Predictor":
+    def of(
+        cls,
+        task,
+        network,
+        preprocessor,
+        config,
+        batch_size: int = 64,
+        packing=packed_prediction.AUTO,
+    ) -> "Predictor":
         """The predictor of a loaded task model (`load_task_model`); a model of named labels
-        (its spec's `label_count`) without recorded names gets "0", "1", ..."""
+        (its spec's `label_count`) without recorded names gets "0", "1", ...; `packing`: a
+        classifier's rows packed (`training.packed_prediction.predict_outputs`)."""
         names = config.task_config.get("label_names")
         named = names is not None
         count = registry.get(task).label_count
         classes = (config.task_config.get(count) or 1) if count else 1
         if names is None and classes > 1:
             names = [str(i) for i in range(classes)]
-        return cls(task, network, preprocessor, batch_size, names, named)
+        return cls(task, network, preprocessor, batch_size, names, named, packing=packing)
 
     @functools.cached_property
     def behaviour(self):
@@ -71,7 +81,9 @@ class Predictor:
 
     def __call__(self, inputs: list):
         if registry.get(self.task).vectors:  # as `kbz embed`
-            vectors, full = embed_window(self.network, self.preprocessor, inputs, self.batch_size)
+            vectors, full = embed_window(
+                self.network, self.preprocessor, inputs, self.batch_size, self.packing
+            )
             self.truncated += full
             return vectors
         job = self.behaviour
@@ -80,8 +92,8 @@ class Predictor:
         self.truncated += len(self.full_rows)
         length = self.preprocessor.sequence_length
         buckets = bucketed_prediction.prediction_buckets(self.network, length)
-        outputs = bucketed_prediction.predict(
-            self.network, x, self.batch_size, buckets, job.sequence_outputs
+        outputs = packed_prediction.predict_outputs(
+            self.network, x, self.batch_size, buckets, job.sequence_outputs, packing=self.packing
         )
         return job.raw_results(dataset, job.predict(dataset, outputs, extra))
 

@@ -107,7 +107,7 @@ def predict(
         return _predict(
             model, x, batch_size, buckets, sequence_outputs, model.run_batches, False, progress
         )
-    run = _graph_forward(model) if predicts_as_graph(model) else None
+    run = graph_forward(model) if predicts_as_graph(model) else None
     if run is None and process_count() > 1:  # Keras' predict cannot fetch such outputs
         run = local_forward(model)
     whole = not predicts_any_shape(model)
@@ -139,7 +139,7 @@ def predicts_any_shape(model) -> bool:
 _GRAPHS = weakref.WeakKeyDictionary()  # model -> its graph-mode forward pass
 
 
-def _graph_forward(model):
+def graph_forward(model):
     """`run(inputs, batch_size)`: `model(batch, training=False)` over `inputs` in batches,
     through one TensorFlow graph traced for any batch size and length and kept for the
     model's later passes (it reads the variables, so trained weights show). Keras' `predict`
@@ -196,7 +196,7 @@ def _predict(
             part = model.predict(inputs, batch_size=batch_size, verbose=0, callbacks=shown)
         else:
             part = run(inputs, batch_size, done)
-        structure, parts = part, [_host(p)[: len(rows)] for p in keras.tree.flatten(part)]
+        structure, parts = part, [host(p)[: len(rows)] for p in keras.tree.flatten(part)]
         if results is None:
             results = [_full(p, count, total, sequence_outputs) for p in parts]
         for result, p in zip(results, parts, strict=True):
@@ -253,7 +253,7 @@ def prediction_groups(lengths, batch_size: int, buckets) -> list[tuple[np.ndarra
     return groups
 
 
-def _host(part) -> np.ndarray:
+def host(part) -> np.ndarray:
     """An output as numpy; bfloat16 (a mixed_bfloat16 model's) as float32, which `np.finfo`
     knows (the lowest float pads trimmed positions)."""
     part = np.asarray(part)

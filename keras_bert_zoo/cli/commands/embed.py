@@ -1,6 +1,8 @@
 """`kbz embed`: one sentence vector per line of a text file (`jobs.embed`). Training an
 embedder is `kbz finetune embed`, as every task's training."""
 
+import argparse
+
 from keras_bert_zoo.cli.common import add_stream_arguments
 from keras_bert_zoo.cli.compile_flags import add_compile_cache_argument
 from keras_bert_zoo.cli.runtime_flags import add_runtime_arguments
@@ -17,6 +19,14 @@ def add_parser(subcommands) -> None:
         type=int,
         help="tokens per text (default: the run's, else the preset's recorded length, such as "
         "a converted sentence-transformers model's max_seq_length, else 128)",
+    )
+    embed.add_argument(
+        "--packing",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="several texts per row of the longest one's length, attention kept within each, "
+        "each pooled over its own tokens: the same vectors with almost no padding (default: "
+        "on with the keras runtime; --no-packing: length buckets)",
     )
     add_stream_arguments(embed)
     add_compile_cache_argument(embed)
@@ -37,6 +47,7 @@ def run(args) -> int:
         precision=args.precision,
         window=args.window,
         restart=args.restart,
+        packing=args.packing,
     )
     rows, width = result["shape"]
     print(

@@ -64,6 +64,15 @@ def add_parser(subcommands) -> None:
             help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
             "--no-bucketing pads every batch to --sequence-length)",
         )
+        if PREDICT_TASKS[task] == "classifier":
+            parser.add_argument(
+                "--packing",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="several examples per row of the longest one's length, attention kept "
+                "within each: the same predictions with almost no padding (default: on with "
+                "--bucketing and the keras runtime; --no-packing: length buckets)",
+            )
         add_runtime_arguments(parser)
         if spec.streams:  # streamed (the task's `stream_predictions`)
             add_stream_arguments(parser)
@@ -89,6 +98,7 @@ def run(args) -> int:
         runtime=args.runtime,
         precision=args.precision,
         overwrite=args.overwrite,
+        packing=getattr(args, "packing", None),
         **options,
     )
     print(f"Wrote {', '.join(result['files'])}")

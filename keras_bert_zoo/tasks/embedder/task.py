@@ -167,6 +167,9 @@ class BertEmbedder(TaskModel):
             raise ValueError("`x` must be a list of texts to embed (one vector per text).")
         return packed_arrays(self.preprocessor, texts)
 
-    def encode(self, texts, batch_size=None) -> np.ndarray:
-        """float32 `[len(texts), hidden]` vectors in the order of `texts`."""
-        return np.asarray(self.predict(texts, batch_size=batch_size), np.float32)
+    def encode(self, texts, batch_size=None, packing="auto") -> np.ndarray:
+        """float32 `[len(texts), hidden]` vectors in the order of `texts`; `packing` (True,
+        False, "auto": on) several texts to a row, each pooled over its own tokens
+        (`training.packed_prediction`), else length buckets: the same vectors."""
+        vectors = self.predict(texts, batch_size=batch_size, packing=packing)
+        return np.asarray(vectors, np.float32)
