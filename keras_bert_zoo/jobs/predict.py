@@ -95,7 +95,7 @@ def run_predict(
     check_apart({"--output": FINETUNING_TASKS[task].prediction_paths(output)},
                 {"--input": input, "--model": model})  # fmt: skip
     packing = packed_prediction.check_packing(
-        packing, task == "classifier" and runtime == DEFAULT_RUNTIME
+        packing, spec.packs_predictions and runtime == DEFAULT_RUNTIME
     )
     packing = packing if bucketing or packing is True else False  # as fine-tuning's auto
     keras = runtime == DEFAULT_RUNTIME and precision == DEFAULT_PRECISION

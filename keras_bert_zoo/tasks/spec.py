@@ -97,6 +97,7 @@ class TaskSpec:
     label_count: str | None = None  # the `task_config` key counting its named labels
     serving: str = "classes"  # the kind of `serving_default` (`export.serving.SERVING`)
     streams: bool = False  # `kbz predict` streams its files a window at a time (`--window`)
+    packs_predictions: bool = False  # `kbz predict` takes --packing (`training.packed_prediction`)
 
     def option(self, name: str) -> TaskOption:
         return next(option for option in self.options if option.name == name)

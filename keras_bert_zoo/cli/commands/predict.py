@@ -64,7 +64,7 @@ def add_parser(subcommands) -> None:
             help="batches of similar length trimmed to 16, 32, 64, ... tokens (default: on; "
             "--no-bucketing pads every batch to --sequence-length)",
         )
-        if PREDICT_TASKS[task] == "classifier":
+        if spec.packs_predictions:
             parser.add_argument(
                 "--packing",
                 action=argparse.BooleanOptionalAction,

@@ -37,4 +37,5 @@ CLASSIFIER = TaskSpec(
     ),
     label_count="num_classes",
     streams=True,
+    packs_predictions=True,
 )
