@@ -98,9 +98,11 @@ def test_a_stopped_rerank_continues_to_the_bytes_of_an_uninterrupted_run(
             _rerank(reranker, tsv, output, 200)
     assert json.loads(progress_path(output).read_text())["rows"] == 400
     assert not output.exists() and not ranked_path(output).exists()
-    calls, predict = [], predict_stream.bucketed_prediction.predict
+    calls, predict = [], predict_stream.packed_prediction.predict_outputs
     monkeypatch.setattr(
-        predict_stream.bucketed_prediction, "predict", lambda *a: calls.append(1) or predict(*a)
+        predict_stream.packed_prediction,
+        "predict_outputs",
+        lambda *a, **k: calls.append(1) or predict(*a, **k),
     )
     assert _rerank(reranker, tsv, output, 200) == 0
     assert len(calls) == 3  # windows 3 to 5 (900 pairs), none again
@@ -129,13 +131,17 @@ def _traced_rerank(tmp_path, rows: int, window: int):
     class Preprocessor:
         sequence_length = 8
 
-    predictor = type("P", (), {"network": None, "preprocessor": Preprocessor, "batch_size": 8})
+    predictor = type(
+        "P", (), {"network": None, "preprocessor": Preprocessor, "batch_size": 8, "packing": False}
+    )
     job = RerankingTask.__new__(RerankingTask)  # scores only: no tokenizer needed
     job.top_k = 10
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(predict_stream, "packed_arrays", arrays)
         patch.setattr(predict_stream.bucketed_prediction, "prediction_buckets", lambda *a: [8])
-        patch.setattr(predict_stream.bucketed_prediction, "predict", lambda n, x, *a: x["n"])
+        patch.setattr(
+            predict_stream.packed_prediction, "predict_outputs", lambda n, x, *a, **k: x["n"]
+        )
         patch.setattr(os, "fsync", lambda fd: None)  # durability is not the subject: speed
         tracemalloc.start()
         output = tmp_path / f"s{rows}.tsv"
@@ -194,6 +200,31 @@ def test_a_malformed_pair_is_named_after_the_pairs_before_it_are_kept(reranker, 
     assert [r[:-1] for r in got] == [r[:-1] for r in expected]
     np.testing.assert_allclose(
         [float(r[-1]) for r in got[1:]], [float(r[-1]) for r in expected[1:]], atol=2e-6
+    )
+
+
+def test_packing_flags_give_the_scores_of_length_buckets(reranker, tmp_path, monkeypatch):
+    """`kbz predict rerank --packing` reads each pair at its [CLS] in rows of several pairs:
+    the scores of `--no-packing` (length buckets) within float32 rounding."""
+    from keras_bert_zoo.training import packed_prediction
+
+    packed_calls = []
+    original = packed_prediction.predict
+    monkeypatch.setattr(
+        packed_prediction, "predict", lambda *a, **k: packed_calls.append(1) or original(*a, **k)
+    )
+    tsv = _pairs_tsv(tmp_path / "pairs.tsv", 300, seed=3)
+    assert _rerank(reranker, tsv, tmp_path / "b.tsv", 120, "--no-packing") == 0
+    assert not packed_calls
+    assert _rerank(reranker, tsv, tmp_path / "p.tsv", 120, "--packing") == 0
+    assert len(packed_calls) == 3  # one per window
+    got, expected = (
+        [r.split("\t") for r in (tmp_path / name).read_text().splitlines()]
+        for name in ("p.tsv", "b.tsv")
+    )
+    assert [r[:-1] for r in got] == [r[:-1] for r in expected] and len(got) == 301
+    np.testing.assert_allclose(
+        [float(r[-1]) for r in got[1:]], [float(r[-1]) for r in expected[1:]], atol=1e-5
     )
 
 

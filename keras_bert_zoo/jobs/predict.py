@@ -63,8 +63,9 @@ def run_predict(
             `n_best_size`, `max_answer_length`; a run's own settings are the defaults.
         bucketing: batches of similar length, trimmed to a few static lengths (the same
             predictions for real tokens, faster); False pads every batch to the full length.
-        packing: the classifier's examples packed several to a row of the longest one's
-            length (`training.packed_prediction`: the same predictions, almost no padding);
+        packing: a classifier's texts or a reranker's pairs packed several to a row of
+            the longest one's length (`training.packed_prediction`: the same predictions,
+            almost no padding);
             True, False or None ("auto": on where it was measured faster, with `bucketing`
             and the Keras runtime; True elsewhere is an error).
         jit_compile: XLA on GPU and TPU; on CPU prediction runs one TensorFlow graph for

@@ -26,7 +26,8 @@ def add_parser(subcommands) -> None:
         default=None,
         help="several texts per row of the longest one's length, attention kept within each, "
         "each pooled over its own tokens: the same vectors with almost no padding (default: "
-        "on with the keras runtime; --no-packing: length buckets)",
+        "where buckets would compute 1.2x the packed positions, with the keras runtime; "
+        "--no-packing: length buckets)",
     )
     add_stream_arguments(embed)
     add_compile_cache_argument(embed)

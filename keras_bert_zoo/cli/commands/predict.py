@@ -70,8 +70,9 @@ def add_parser(subcommands) -> None:
                 action=argparse.BooleanOptionalAction,
                 default=None,
                 help="several examples per row of the longest one's length, attention kept "
-                "within each: the same predictions with almost no padding (default: on with "
-                "--bucketing and the keras runtime; --no-packing: length buckets)",
+                "within each: the same predictions with almost no padding (default: where "
+                "buckets would compute 1.2x the packed positions, with --bucketing and the "
+                "keras runtime; --no-packing: length buckets)",
             )
         add_runtime_arguments(parser)
         if spec.streams:  # streamed (the task's `stream_predictions`)

@@ -56,6 +56,7 @@ RERANKER = TaskSpec(
     pair_input=True,
     pair_names=("query", "passage"),
     streams=True,
+    packs_predictions=True,  # its (query, passage) pairs, read at their [CLS]
     huggingface=HuggingFaceHead(
         "BertForSequenceClassification",
         classifier_rows("reranker_head", "classifier"),

@@ -16,7 +16,7 @@ from keras_bert_zoo.inference.streaming import Progress, stream
 from keras_bert_zoo.saving.atomic import fsync_path
 from keras_bert_zoo.tasks.reranker.ranked_stream import ScoredRows, pairs_path
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import bucketed_prediction
+from keras_bert_zoo.training import bucketed_prediction, packed_prediction
 
 
 def stream_scores(job, predictor, input, output, window, restart, identity, ranked_output):
@@ -32,7 +32,9 @@ def stream_scores(job, predictor, input, output, window, restart, identity, rank
             predictor.preprocessor, [p.query for p in pairs], [p.passage for p in pairs]
         )
         truncated.update(job.token_counts([pairs[i] for i in full_rows(x["padding_mask"])]))
-        logits = bucketed_prediction.predict(network, x, predictor.batch_size, buckets, False)
+        logits = packed_prediction.predict_outputs(
+            network, x, predictor.batch_size, buckets, False, packing=predictor.packing
+        )
         return pairs, job.predict(None, logits, None)
 
     def records(source):
