@@ -78,16 +78,20 @@ def check_packing(packing, packable: bool):
     return packing
 
 
-def predict_outputs(model, x, batch_size, buckets, sequence_outputs, progress=None, packing=AUTO):
+def predict_outputs(
+    model, x, batch_size, buckets, sequence_outputs, progress=None, packing=AUTO, label="predict"
+):
     """`model`'s outputs for tokenized `x`: packed rows (`predict`) where `can_pack` and
     `packing` is True, or "auto" and packing saves positions (`saves_positions`); else length
-    buckets (`bucketed_prediction.predict`, the same arguments)."""
+    buckets (`bucketed_prediction.predict`, the same arguments; `label` names the progress)."""
     packing = check_packing(packing, can_pack(model))
     one_per_row = np.ndim(x["token_ids"]) == 2  # not query groups (`[examples, group, length]`)
     packs = can_pack(model) and one_per_row and not sequence_outputs and packing is not False
     if packs and (packing is True or saves_positions(model, x, batch_size, buckets)):
-        return predict(model, x, batch_size, progress=progress)
-    return bucketed_prediction.predict(model, x, batch_size, buckets, sequence_outputs, progress)
+        return predict(model, x, batch_size, progress=progress, label=label)
+    return bucketed_prediction.predict(
+        model, x, batch_size, buckets, sequence_outputs, progress, label
+    )
 
 
 def saves_positions(model, x, batch_size: int, buckets) -> bool:
