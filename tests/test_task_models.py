@@ -6,6 +6,8 @@ for the same seed and data, the same vectors as `kbz embed`, export without a se
 preprocessor, a user's own `compile` winning, and every bad input stopped with its argument
 named before any work."""
 
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -47,6 +49,59 @@ def test_fit_gives_the_weights_of_kbz_finetune(preset, tmp_path):
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-5, err_msg=ours.path)
         moved += 1
     assert moved > 10
+
+
+def _same_weights(model, expected, start) -> None:
+    """`model`'s weights are `expected`'s, and training moved them from `start`'s."""
+    assert len(model.weights) == len(expected.weights) == len(start.weights) > 10
+    moved = 0
+    for ours, theirs, before in zip(model.weights, expected.weights, start.weights, strict=True):
+        assert ours.path == theirs.path == before.path
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-5, err_msg=ours.path)
+        moved += not np.allclose(ours.numpy(), before.numpy(), atol=1e-4)
+    assert moved > len(start.weights) // 2, moved
+
+
+def test_tagger_and_question_answerer_fit_give_the_weights_of_kbz_finetune(preset, tmp_path):
+    """Word-level tags and SQuAD answers from raw data: `BertTagger.fit` and
+    `BertQuestionAnswerer.fit` train the weights `kbz finetune tag` / `qa` train on the same
+    file, seed and recipe (label alignment, windows, batches, schedule and loss are one code)."""
+    words, tags = wnut(24)
+    train = tmp_path / "train.conll"
+    train.write_text("".join(
+        "".join(f"{w}\t{t}\n" for w, t in zip(ws, ts, strict=True)) + "\n"
+        for ws, ts in zip(words, tags, strict=True)
+    ))  # fmt: skip
+    recipe = dict(epochs=2, batch_size=8, sequence_length=64, seed=3)
+    runs.run_finetune("tagger", str(preset), str(train), str(train), str(tmp_path / "tag"),
+                      export=False, verbose=0, keep="last", **recipe)  # fmt: skip
+    expected = kbz.load_model(tmp_path / "tag" / "model.keras")
+    names = kbz.data.tag_vocabulary(t for row in tags for t in row)
+    keras.utils.set_random_seed(3)
+    tagger = kbz.BertTagger.from_preset(preset, labels=names, sequence_length=64)
+    start = kbz.BertTagger.from_preset(preset, labels=names, sequence_length=64)
+    tagger.fit(words, tags, batch_size=8, epochs=2, seed=3, verbose=0)
+    _same_weights(tagger, expected, start)
+
+    x, y = squad(12)
+    paragraphs = [
+        {"context": c, "qas": [{"id": str(i), "question": q,
+                                "answers": [{"text": t, "answer_start": a}]}]}
+        for i, (q, c, t, a) in enumerate(zip(x["question"], x["context"], y["text"],
+                                             y["answer_start"], strict=True))
+    ]  # fmt: skip
+    squad_file = tmp_path / "train.json"
+    squad_file.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}))
+    windows = dict(doc_stride=32, max_query_length=24)
+    runs.run_finetune("question_answerer", str(preset), str(squad_file), str(squad_file),
+                      str(tmp_path / "qa"), export=False, verbose=0, keep="last", **windows,
+                      **recipe)  # fmt: skip
+    expected = kbz.load_model(tmp_path / "qa" / "model.keras")
+    keras.utils.set_random_seed(3)
+    answerer = kbz.BertQuestionAnswerer.from_preset(preset, sequence_length=64, **windows)
+    start = kbz.BertQuestionAnswerer.from_preset(preset, sequence_length=64, **windows)
+    answerer.fit(x, y, batch_size=8, epochs=2, seed=3, verbose=0)
+    _same_weights(answerer, expected, start)
 
 
 def test_encode_gives_the_vectors_of_kbz_embed(preset):
