@@ -281,8 +281,8 @@ class TaskModel(BertModel):
 
     def predict(self, x, batch_size=None, verbose="auto", packing=AUTO, **kwargs):
         """Keras' `predict`; raw data is tokenized, and predicted in length buckets, or a
-        classifier's on packed rows (`packing`, `predict_arrays`): the model's outputs
-        (logits; the embedder's vectors) in the order of `x`."""
+        classifier's, reranker's or embedder's on packed rows (`packing`, `predict_arrays`):
+        the model's outputs (logits; the embedder's vectors) in the order of `x`."""
         x, _, raw = split_stream(x, None)
         if not raw:
             return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
@@ -294,8 +294,9 @@ class TaskModel(BertModel):
 
     def predict_arrays(self, inputs: dict, batch_size=None, packing=AUTO):
         """The outputs for tokenized `inputs`, sorted by length and trimmed to buckets
-        (`training.bucketed_prediction`), or a classifier's packed into rows (`packing` True,
-        False or "auto", `training.packed_prediction`): the same values as full padding."""
+        (`training.bucketed_prediction`), or a classifier's, reranker's or embedder's packed
+        into rows (`packing` True, False or "auto", `training.packed_prediction`): the same
+        values as full padding."""
         length = self.preprocessor.sequence_length
         buckets = bucketed_prediction.prediction_buckets(self, length)
         return packed_prediction.predict_outputs(

@@ -51,7 +51,7 @@ class Predictor:
     named: bool = True  # the model recorded its label names (else "0", "1", ...)
     truncated: int = 0  # inputs so far that filled every token position
     full_rows: list = dataclasses.field(default_factory=list)  # those of the last call
-    packing: object = packed_prediction.AUTO  # a classifier's packed rows (`predict_outputs`)
+    packing: object = packed_prediction.AUTO  # packed rows where they pay (`predict_outputs`)
 
     @classmethod
     def of(
@@ -65,7 +65,8 @@ class Predictor:
     ) -> "Predictor":
         """The predictor of a loaded task model (`load_task_model`); a model of named labels
         (its spec's `label_count`) without recorded names gets "0", "1", ...; `packing`: a
-        classifier's rows packed (`training.packed_prediction.predict_outputs`)."""
+        classifier's, reranker's or embedder's examples packed into rows
+        (`training.packed_prediction.predict_outputs`)."""
         names = config.task_config.get("label_names")
         named = names is not None
         count = registry.get(task).label_count

@@ -1,5 +1,5 @@
-"""Packed prediction: a classifier's logits or an embedder's vectors from rows holding
-several examples each.
+"""Packed prediction: a classifier's logits (a reranker's pairs' too) or an embedder's
+vectors from rows holding several examples each.
 
 Length buckets (`training.bucketed_prediction`) still pad every example to its bucket; short
 texts (SST-2's sentences) spend a quarter to two thirds of their token positions on padding
@@ -84,9 +84,10 @@ def predict_outputs(
     """`model`'s outputs for tokenized `x`: packed rows (`predict`) where `can_pack` and
     `packing` is True, or "auto" and packing saves positions (`saves_positions`); else length
     buckets (`bucketed_prediction.predict`, the same arguments; `label` names the progress)."""
-    packing = check_packing(packing, can_pack(model))
+    packable = can_pack(model)
+    packing = check_packing(packing, packable)
     one_per_row = np.ndim(x["token_ids"]) == 2  # not query groups (`[examples, group, length]`)
-    packs = can_pack(model) and one_per_row and not sequence_outputs and packing is not False
+    packs = packable and one_per_row and not sequence_outputs and packing is not False
     if packs and (packing is True or saves_positions(model, x, batch_size, buckets)):
         return predict(model, x, batch_size, progress=progress, label=label)
     return bucketed_prediction.predict(

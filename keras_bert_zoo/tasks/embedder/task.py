@@ -169,7 +169,7 @@ class BertEmbedder(TaskModel):
 
     def encode(self, texts, batch_size=None, packing="auto") -> np.ndarray:
         """float32 `[len(texts), hidden]` vectors in the order of `texts`; `packing` (True,
-        False, "auto": on) several texts to a row, each pooled over its own tokens
-        (`training.packed_prediction`), else length buckets: the same vectors."""
+        False, or "auto": where it saves positions) several texts to a row, each pooled over
+        its own tokens (`training.packed_prediction`), else length buckets: the same vectors."""
         vectors = self.predict(texts, batch_size=batch_size, packing=packing)
         return np.asarray(vectors, np.float32)
