@@ -158,6 +158,31 @@ def choose_backend(environ=os.environ) -> str | None:
     return note
 
 
+# The backend of a `kbz` command that runs no Keras model (`--runtime onnx|openvino`): Keras'
+# numpy backend loads no backend library, where TensorFlow's import alone takes seconds
+# (benchmarks/RESULTS.md, "Inference runtimes"); tokenization then runs on the host.
+NO_COMPUTE_BACKEND = "numpy"
+
+
+def choose_light_backend(environ=os.environ) -> bool:
+    """For a `kbz` command whose model runs outside Keras (an exported runtime), before Keras
+    is imported: puts Keras on its numpy backend unless `KERAS_BACKEND` names one; returns
+    whether it did. The outputs are the runtime's either way; a first run that must export
+    the model needs TensorFlow (`ExportNeedsTensorFlow`), and `kbz` then runs once more on it.
+
+    >>> choose_light_backend({"KERAS_BACKEND": "jax"})  # the user's own choice stays
+    False
+    """
+    if "keras" in sys.modules or environ.get("KERAS_BACKEND"):
+        return False
+    environ["KERAS_BACKEND"] = NO_COMPUTE_BACKEND
+    return True
+
+
+class ExportNeedsTensorFlow(ValueError):
+    """A runtime's first export (tf2onnx converts TensorFlow's graph) on another backend."""
+
+
 def _installed(backend: str) -> set:
     """`backend` if its library is installed, else those of `BACKENDS` that are."""
     if backend_installed(backend):

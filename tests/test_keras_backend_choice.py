@@ -98,3 +98,20 @@ def test_kbz_with_keras_backend_naming_a_missing_library_stops_before_any_work(t
     assert done.returncode == 2, done.stderr
     assert "kbz embed: error: KERAS_BACKEND=jax, but jax is not installed" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "v.npy").exists()
+
+
+def test_an_exported_runtime_puts_keras_on_numpy_unless_a_backend_is_named():
+    probe = (
+        "import os, sys\n"
+        "from keras_bert_zoo.extras import choose_light_backend\n"
+        "chose = choose_light_backend()\n"
+        "print(json.dumps([chose, os.environ.get('KERAS_BACKEND'), 'keras' in sys.modules]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    for named, expected in ((None, [True, "numpy", False]), ("torch", [False, "torch", False])):
+        extra = {"KERAS_BACKEND": named} if named else {}
+        done = subprocess.run(
+            [sys.executable, "-c", "import json\n" + probe],
+            env={**env, **extra}, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert json.loads(done.stdout) == expected

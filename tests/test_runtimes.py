@@ -10,7 +10,10 @@ The models are tiny random presets (no training). OpenVINO tests need the `openv
 
 import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -199,6 +202,50 @@ def test_kbz_embed_runtime_equals_keras_and_reuses_its_export(
     monkeypatch.setattr(onnx, "export_onnx", None)
     again, _ = run("--runtime", runtime)
     np.testing.assert_array_equal(again, actual)
+
+
+@pytest.mark.e2e  # four kbz processes: an export made on TensorFlow, then reuses
+def test_kbz_embed_on_an_exported_runtime_leaves_tensorflow_out_once_exported(presets, tmp_path):
+    lines = (DATA / "sst2_train_head.tsv").read_text().splitlines()[1:40]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(line.split("\t")[0] for line in lines) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env.update(KBZ_CACHE_DIR=str(tmp_path / "cache"), PYTHONPROFILEIMPORTTIME="1")
+
+    def kbz_embed(name, backend=None):
+        argv = [sys.executable, "-m", "keras_bert_zoo.cli", "embed", "--runtime", "onnx"]
+        argv += ["--model", str(presets["embedder"]), "--input", str(texts)]
+        argv += ["--output", str(tmp_path / f"{name}.npy"), "--sequence-length", "64"]
+        extra = {"KERAS_BACKEND": backend} if backend else {}
+        done = subprocess.run(argv, env={**env, **extra}, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        imported = {
+            line.split("|")[-1].strip()
+            for line in done.stderr.splitlines()
+            if line.startswith("import time:")
+        }
+        return np.load(tmp_path / f"{name}.npy"), imported, done.stdout
+
+    first, imported, printed = kbz_embed("first")  # exports: runs itself again on TensorFlow
+    assert "tensorflow" in imported and "this run goes on TensorFlow" in printed
+    again, imported, printed = kbz_embed("again")
+    assert "tensorflow" not in imported and "keras.src.backend.numpy" in imported
+    assert "goes on TensorFlow" not in printed
+    np.testing.assert_array_equal(again, first)
+    chosen, imported, _ = kbz_embed("chosen", backend="tensorflow")  # the user's choice stays
+    assert "tensorflow" in imported
+    np.testing.assert_array_equal(chosen, first)
+    env["KBZ_CACHE_DIR"] = str(tmp_path / "empty_cache")  # no export, and a backend chosen
+    argv = [sys.executable, "-m", "keras_bert_zoo.cli", "embed", "--runtime", "onnx"]
+    argv += ["--model", str(presets["embedder"]), "--input", str(texts)]
+    argv += ["--output", str(tmp_path / "refused.npy")]
+    done = subprocess.run(
+        argv, env={**env, "KERAS_BACKEND": "numpy"}, capture_output=True, text=True
+    )
+    assert (
+        done.returncode == 2 and "run this first call with KERAS_BACKEND=tensorflow" in done.stderr
+    )
+    assert not (tmp_path / "refused.npy").exists()
 
 
 @pytest.mark.e2e  # CLI runs with tf2onnx conversions

@@ -2,7 +2,8 @@
 line it prints), the shared flags beside them (`config_flags`, `task_flags`, `compile_flags`).
 
 The parser imports nothing heavy; a command runs on an installed Keras backend
-(`extras.choose_backend`); unless `--verbose` is given, TensorFlow's C++ log lines are
+(`extras.choose_backend`), or, when its model runs in an exported runtime, on Keras' numpy
+backend (`extras.choose_light_backend`); unless `--verbose` is given, TensorFlow's C++ log lines are
 filtered from the terminal (`keras_bert_zoo.console`). An error is one line in the
 command's flags (`messages`), exit status 2 for bad input, 1 for other system errors.
 The process-wide settings of `kbz`'s processes belong to the entry point, `run`, alone.
@@ -19,13 +20,26 @@ from keras_bert_zoo.cli.commands.create_pretraining_data import (
     add_create_pretraining_data_arguments,
 )
 from keras_bert_zoo.cli.parser import build_parser
-from keras_bert_zoo.extras import MissingExtraError, choose_backend
+from keras_bert_zoo.extras import (
+    ExportNeedsTensorFlow,
+    MissingExtraError,
+    choose_backend,
+    choose_light_backend,
+)
 from keras_bert_zoo.host_memory import tune_process
+from keras_bert_zoo.runtimes import DEFAULT_RUNTIME
 
 __all__ = ["add_create_pretraining_data_arguments", "build_parser", "main", "run"]
 
 
-def main(argv=None) -> int:
+def main(argv=None, restart=None) -> int:
+    """Runs one `kbz` command (`argv`, default the process's arguments); returns its status.
+
+    `restart(argv)`, given by the entry point alone, replaces the process: a command that runs
+    an exported runtime goes on Keras' numpy backend (`extras.choose_light_backend`), and its
+    first run, which must export the model with TensorFlow, is then run again on TensorFlow.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -34,24 +48,54 @@ def main(argv=None) -> int:
     )
     console.show_status()
     flags = messages.command_flags(parser, args.command, getattr(args, "task", None))
+    light = False
     with console.quiet_tensorflow(enabled=not args.verbose):
         try:
             if hasattr(args, "check"):  # flags that need no library: answered at once
                 args.check(args)
-            note = choose_backend()  # before Keras is imported
+            light = _runs_outside_keras(args) and choose_light_backend()
+            note = None if light else choose_backend()  # before Keras is imported
             if note:
                 console.status.info(note)
             common.use_compile_cache(args)
             return args.run(args)
+        except ExportNeedsTensorFlow as error:
+            if not (light and restart):  # TensorFlow is installed: the runtime checked it
+                return _failed(args, error, flags, 2)
         except (ValueError, MissingExtraError, *messages.PATH_ERRORS) as error:
-            print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
-            return 2
+            return _failed(args, error, flags, 2)
         except OSError as error:
-            print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
-            return 1
+            return _failed(args, error, flags, 1)
         except KeyboardInterrupt:
             print(f"\nkbz {args.command}: {common.interrupted(args)}", file=sys.stderr)
             return 130
+    # Outside `quiet_tensorflow`: the new process gets the terminal's descriptor 2 back.
+    console.status.info(
+        "Exporting the model for --runtime %s once: this run goes on TensorFlow; later runs "
+        "reuse the export without it.",
+        args.runtime,
+    )
+    return restart(argv)
+
+
+def _failed(args, error, flags, status: int) -> int:
+    print(f"kbz {args.command}: error: {messages.describe(error, flags)}", file=sys.stderr)
+    return status
+
+
+def _runs_outside_keras(args) -> bool:
+    """Whether the command's model runs in an exported runtime (`--runtime onnx|openvino`)."""
+    return getattr(args, "runtime", DEFAULT_RUNTIME) != DEFAULT_RUNTIME
+
+
+def run_again_on_tensorflow(argv) -> int:
+    """Replaces this process with the same `kbz` command on TensorFlow (`os.execv`): nothing
+    was written yet, and the export made there is what later runs reuse."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    os.execv(sys.executable, [sys.executable, "-m", "keras_bert_zoo.cli", *argv])
+    return 1  # not reached: execv returns only by raising
 
 
 def run() -> int:
@@ -78,7 +122,7 @@ def run() -> int:
     atexit.register(_end_before_teardown, status, os.getpid())
     tune_process()
     try:
-        status[0] = main()
+        status[0] = main(restart=run_again_on_tensorflow)
     except SystemExit as stop:  # argparse's --help and usage errors
         status[0] = stop.code
     if status[0] is None:

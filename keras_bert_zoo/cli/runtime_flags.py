@@ -11,7 +11,8 @@ def add_runtime_arguments(parser) -> None:
         default=DEFAULT_RUNTIME,
         help="what runs the model (default: keras). onnx (ONNX Runtime, the `onnx` extra) and "
         "openvino (the `openvino` extra) run an export made on first use with TensorFlow "
-        "and kept in the cache ($KBZ_CACHE_DIR/runtimes)",
+        "and kept in the cache ($KBZ_CACHE_DIR/runtimes); they run Keras on its numpy "
+        "backend, which loads no TensorFlow, unless KERAS_BACKEND names one",
     )
     parser.add_argument(
         "--precision",

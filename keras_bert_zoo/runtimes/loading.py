@@ -3,8 +3,10 @@
 What each run checks before any work (`check_runtime`): the flags' values, the runtime's
 optional packages (naming the extra that installs them), and, when no export is cached yet,
 what exporting needs (the `onnx` extra and Keras on TensorFlow: tf2onnx converts the
-TensorFlow graph). Every exported runtime starts from the same float32 ONNX file
-(`export.onnx.export_onnx`), kept in the cache (`runtimes.cache`) with what derives from it.
+TensorFlow graph; on another backend `ExportNeedsTensorFlow`, on which the `kbz` command line
+runs itself again on TensorFlow, before anything is written). Every exported runtime starts
+from the same float32 ONNX file (`export.onnx.export_onnx`), kept in the cache
+(`runtimes.cache`) with what derives from it.
 """
 
 import contextlib
@@ -21,7 +23,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from keras_bert_zoo.export.quantization import quantize_keras, quantize_onnx
-from keras_bert_zoo.extras import MissingExtraError
+from keras_bert_zoo.extras import (
+    TENSORFLOW_EXTRA,
+    ExportNeedsTensorFlow,
+    MissingExtraError,
+    backend_installed,
+)
 from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.runtimes import PRECISIONS, RUNTIMES, cache, quality
@@ -59,7 +66,13 @@ def check_runtime(runtime: str, precision: str, model=None, task=None, task_kwar
         return
     _require(_EXPORT_PACKAGES, runtime, "onnx", " to export the model once")
     if keras.backend.backend() != "tensorflow":
-        raise ValueError(
+        if not backend_installed("tensorflow"):
+            raise MissingExtraError(
+                f"--runtime {runtime} exports the model to ONNX once, and tf2onnx converts "
+                f"its TensorFlow graph (TensorFlow is not installed): {TENSORFLOW_EXTRA}. "
+                "Later runs reuse the export without it."
+            )
+        raise ExportNeedsTensorFlow(
             f"--runtime {runtime} exports the model to ONNX once (tf2onnx converts its "
             f"TensorFlow graph); run this first call with KERAS_BACKEND=tensorflow (running "
             f"on {keras.backend.backend()}). Later runs reuse the export on any backend."
