@@ -554,7 +554,9 @@ def run_kbz_script(args, work: Path) -> float:
     recipe's epochs, batch size and length (the issue's three lines, and the evaluation); the
     seed draws the batches' order too, as keras-hub's `fit` shuffles with it.
     `--kbz-script-compile` (JSON) calls `compile` with those arguments first, its optimizer
-    "keras_hub" being keras-hub's default one (Adam at 5e-5, no schedule)."""
+    "keras_hub" being keras-hub's default one (Adam at 5e-5, no schedule); `--kbz-script-fit`
+    (JSON) passes more `fit` arguments (`{"packing": false, "bucketing": false}`: random
+    batches padded to the length, as keras-hub's)."""
     import keras
 
     import keras_bert_zoo as kbz
@@ -570,7 +572,7 @@ def run_kbz_script(args, work: Path) -> float:
         classifier.compile(**options)
     classifier.fit(
         x=texts, y=labels, batch_size=args.batch_size, epochs=args.epochs, verbose=0,
-        seed=args.seed,
+        seed=args.seed, **json.loads(args.kbz_script_fit or "{}"),
     )  # fmt: skip
     return classifier.evaluate(heldout_texts, heldout_labels)["accuracy"]
 
@@ -660,6 +662,12 @@ def main():
         '\'{"learning_rate": 1e-4}\', \'{"optimizer": "keras_hub", "jit_compile": false}\': '
         "keras-hub's Adam at 5e-5)",
     )
+    parser.add_argument(
+        "--kbz-script-fit",
+        default="",
+        help="kbz_script: more `fit` arguments as JSON (a controlled experiment: "
+        '\'{"packing": false, "bucketing": false}\': keras-hub\'s kind of batches)',
+    )
     parser.add_argument("--output", default="benchmarks/time_to_accuracy.json")
     parser.add_argument("--child", choices=sorted(STACKS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -700,6 +708,7 @@ def main():
                         "sst2_heldout",
                         "kbz_flags",
                         "kbz_script_compile",
+                        "kbz_script_fit",
                     )
                 ]
                 recipe += ["--wnut17-shared"] if args.wnut17_shared else []

@@ -138,7 +138,6 @@ def _traced_rerank(tmp_path, rows: int, window: int):
     job.top_k = 10
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(predict_stream, "packed_arrays", arrays)
-        patch.setattr(predict_stream.bucketed_prediction, "prediction_buckets", lambda *a: [8])
         patch.setattr(
             predict_stream.packed_prediction, "predict_outputs", lambda n, x, *a, **k: x["n"]
         )

@@ -39,7 +39,7 @@ from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import bucketed_prediction, packed_prediction
+from keras_bert_zoo.training import packed_prediction
 
 PREDICT_BATCH_SIZE = 64
 
@@ -297,11 +297,9 @@ class TaskModel(BertModel):
         (`training.bucketed_prediction`), or a classifier's, reranker's or embedder's packed
         into rows (`packing` True, False or "auto", `training.packed_prediction`): the same
         values as full padding."""
-        length = self.preprocessor.sequence_length
-        buckets = bucketed_prediction.prediction_buckets(self, length)
         return packed_prediction.predict_outputs(
-            self, inputs, batch_size or PREDICT_BATCH_SIZE, buckets,
-            self.behaviour.sequence_outputs, packing=packing,
+            self, inputs, batch_size or PREDICT_BATCH_SIZE, self.behaviour.sequence_outputs,
+            packing=packing,
         )  # fmt: skip
 
     def decode(self, dataset, batch_size=None):

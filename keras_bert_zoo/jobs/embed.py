@@ -27,7 +27,7 @@ from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
 from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import batching, bucketed_prediction, packed_prediction
+from keras_bert_zoo.training import batching, packed_prediction
 
 logger = logging.getLogger(__name__)
 
@@ -76,12 +76,8 @@ def embed_window(
     if not texts:
         return np.zeros((0, embedder.output_shape[-1]), np.float32), 0
     x = _packed(preprocessor, texts)
-    length = preprocessor.sequence_length
-    full = int(np.sum(batching.real_lengths(x) == length))
-    buckets = bucketed_prediction.prediction_buckets(embedder, length)
-    vectors = packed_prediction.predict_outputs(
-        embedder, x, batch_size, buckets, False, packing=packing
-    )
+    full = int(np.sum(batching.real_lengths(x) == preprocessor.sequence_length))
+    vectors = packed_prediction.predict_outputs(embedder, x, batch_size, False, packing=packing)
     return np.asarray(vectors, np.float32), full
 
 

@@ -48,7 +48,7 @@ from keras_bert_zoo.saving.atomic import write_json
 from keras_bert_zoo.saving.models import save_model_file, save_preset
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS, TASK_MODELS
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import bucketed_prediction, packed_prediction
+from keras_bert_zoo.training import packed_prediction
 from keras_bert_zoo.training.distributed import get_strategy, keeps_global_policy, set_precision
 from keras_bert_zoo.training.heap import frozen_heap
 from keras_bert_zoo.training.processes import batch_devices, check_global_batch, shard_batches
@@ -252,15 +252,12 @@ def _train(model, trained, job, data: _Data, config, distribution, output, run, 
 def _predict(network, job, data: _Data, config):
     """The validation outputs, in the buckets or packed rows `kbz predict` uses (the same
     predictions): packed where training packs and packing saves positions ("auto")."""
-    length = config.sequence_length
-    buckets = (
-        bucketed_prediction.prediction_buckets(network, length) if config.bucketing else [length]
-    )
     x, size = data.validation_x, config.batch_size
     packing = packed_prediction.AUTO if config.packing else False
     return packed_prediction.predict_outputs(
-        network, x, size, buckets, job.sequence_outputs, packing=packing, label="validation"
-    )
+        network, x, size, job.sequence_outputs, packing=packing, label="validation",
+        bucketing=config.bucketing,
+    )  # fmt: skip
 
 
 def _write(model, job, data: _Data, config, validated, output) -> dict:

@@ -16,7 +16,7 @@ from keras_bert_zoo.jobs.streaming import prediction_identity
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
 from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS
-from keras_bert_zoo.training import bucketed_prediction, packed_prediction
+from keras_bert_zoo.training import packed_prediction
 
 
 def check_prediction_paths(paths: list, overwrite: bool) -> None:
@@ -124,11 +124,9 @@ def run_predict(
         )
     # Steps of 8 tokens where one graph runs every length (TensorFlow on CPU), else one XLA
     # program per bucket (`bucketed_prediction.prediction_buckets`).
-    length = preprocessor.sequence_length
-    buckets = bucketed_prediction.prediction_buckets(network, length) if bucketing else [length]
     with progress_bar(len(x["token_ids"]), "predict", runtime, precision, "example") as advance:
         outputs = packed_prediction.predict_outputs(
-            network, x, batch_size, buckets, job.sequence_outputs, advance, packing
+            network, x, batch_size, job.sequence_outputs, advance, packing, bucketing=bucketing
         )
     predictions = job.predict(dataset, outputs, extra)
     files = job.write_predictions(dataset, predictions, output)

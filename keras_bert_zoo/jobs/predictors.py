@@ -36,7 +36,7 @@ from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.tasks.embedder.spec import EMBEDDER
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import bucketed_prediction, packed_prediction
+from keras_bert_zoo.training import packed_prediction
 
 
 @dataclasses.dataclass
@@ -91,10 +91,8 @@ class Predictor:
         dataset, x, extra, full = job.raw_arrays(inputs, self.label_names)
         self.full_rows = list(full)
         self.truncated += len(self.full_rows)
-        length = self.preprocessor.sequence_length
-        buckets = bucketed_prediction.prediction_buckets(self.network, length)
         outputs = packed_prediction.predict_outputs(
-            self.network, x, self.batch_size, buckets, job.sequence_outputs, packing=self.packing
+            self.network, x, self.batch_size, job.sequence_outputs, packing=self.packing
         )
         return job.raw_results(dataset, job.predict(dataset, outputs, extra))
 

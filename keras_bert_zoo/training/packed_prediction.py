@@ -79,11 +79,16 @@ def check_packing(packing, packable: bool):
 
 
 def predict_outputs(
-    model, x, batch_size, buckets, sequence_outputs, progress=None, packing=AUTO, label="predict"
-):
+    model, x, batch_size, sequence_outputs, progress=None, packing=AUTO, label="predict",
+    bucketing=True,
+):  # fmt: skip
     """`model`'s outputs for tokenized `x`: packed rows (`predict`) where `can_pack` and
     `packing` is True, or "auto" and packing saves positions (`saves_positions`); else length
-    buckets (`bucketed_prediction.predict`, the same arguments; `label` names the progress)."""
+    buckets (`bucketed_prediction.predict`; `label` names the progress), those of
+    `bucketed_prediction.prediction_buckets` for `x`'s length, or with `bucketing` False the
+    full length alone."""
+    width = np.shape(x["token_ids"])[-1]
+    buckets = bucketed_prediction.prediction_buckets(model, width) if bucketing else [width]
     packable = can_pack(model)
     packing = check_packing(packing, packable)
     one_per_row = np.ndim(x["token_ids"]) == 2  # not query groups (`[examples, group, length]`)

@@ -16,16 +16,14 @@ from keras_bert_zoo.inference.streaming import Progress, stream
 from keras_bert_zoo.saving.atomic import fsync_path
 from keras_bert_zoo.tasks.reranker.ranked_stream import ScoredRows, pairs_path
 from keras_bert_zoo.tokenization.arrays import packed_arrays
-from keras_bert_zoo.training import bucketed_prediction, packed_prediction
+from keras_bert_zoo.training import packed_prediction
 
 
 def stream_scores(job, predictor, input, output, window, restart, identity, ranked_output):
     """The reranker's scores file and ranked lists (at `ranked_output`) of a pairs TSV, a
     window of pairs at a time, and with labels its metrics (`ranked_stream`)."""
     header, columns, labelled = ranking_header(input, first_line(input), labels_optional=True)
-    network, length = predictor.network, predictor.preprocessor.sequence_length
-    buckets = bucketed_prediction.prediction_buckets(network, length)
-    truncated = {}
+    network, truncated = predictor.network, {}
 
     def score(pairs):
         x = packed_arrays(
@@ -33,7 +31,7 @@ def stream_scores(job, predictor, input, output, window, restart, identity, rank
         )
         truncated.update(job.token_counts([pairs[i] for i in full_rows(x["padding_mask"])]))
         logits = packed_prediction.predict_outputs(
-            network, x, predictor.batch_size, buckets, False, packing=predictor.packing
+            network, x, predictor.batch_size, False, packing=predictor.packing
         )
         return pairs, job.predict(None, logits, None)
 
@@ -56,5 +54,6 @@ def stream_scores(job, predictor, input, output, window, restart, identity, rank
     os.replace(ranked, ranked_output)
     fsync_path(ranked.parent)
     pairs_path(output).unlink()  # the file is complete: a rerun starts afresh
+    length = predictor.preprocessor.sequence_length
     warn_truncated(input, "pairs", truncated, rows, length)
     return [Path(output), Path(ranked_output)], metrics
