@@ -128,6 +128,8 @@ def write_subsets(args) -> None:
         bundled = (DATA / "sst2_heldout.tsv").read_text(encoding="utf-8").splitlines()[1:]
         bundled_set = set(bundled)
         rows = [line for line in lines[1:] if line not in bundled_set]
+        # Sorted, this sample of every row is the file's own order (GLUE shuffled the split):
+        # the first --sst2-sentences rows train, whatever the seed.
         rows = [rows[i] for i in sorted(random.Random(0).sample(range(len(rows)), len(rows)))]
         if args.sst2_heldout:  # the bundled 800 and the last of the shuffled rows
             extra = args.sst2_heldout - len(bundled)
@@ -579,10 +581,17 @@ def run_kbz_script(args, work: Path) -> float:
 
 def run_keras_hub_script(args, work: Path) -> float:
     """keras-hub's `BertTextClassifier` three lines on raw strings with its own defaults
-    (its `compile()`: Adam at 5e-5, no schedule), at the recipe's length, epochs and batch."""
+    (its `compile()`: Adam at 5e-5, no schedule), at the recipe's length, epochs and batch.
+    Its `fit` on lists batches them in the order given, without a shuffle, so every seed
+    trains on one order; `--keras-hub-shuffle` gives it the data in an order drawn by the
+    seed, as kbz's `fit` draws its batches."""
     import keras_hub
 
     texts, labels, heldout_texts, heldout_labels = _sst2_data(args, "keras_hub_script")
+    if args.keras_hub_shuffle:  # its `fit` keeps the order given: here one drawn by the seed
+        order = list(range(len(texts)))
+        random.Random(args.seed).shuffle(order)
+        texts, labels = [texts[i] for i in order], [labels[i] for i in order]
     classifier = keras_hub.models.BertTextClassifier.from_preset(minilm_dir(), num_classes=2)
     classifier.preprocessor.sequence_length = args.sequence_length
     classifier.fit(x=texts, y=labels, batch_size=args.batch_size, epochs=args.epochs, verbose=0)
@@ -668,6 +677,12 @@ def main():
         help="kbz_script: more `fit` arguments as JSON (a controlled experiment: "
         '\'{"packing": false, "bucketing": false}\': keras-hub\'s kind of batches)',
     )
+    parser.add_argument(
+        "--keras-hub-shuffle",
+        action="store_true",
+        help="keras_hub_script: the training data in an order drawn by the seed (its `fit` "
+        "keeps the order given: without this every seed trains on the file's order)",
+    )
     parser.add_argument("--output", default="benchmarks/time_to_accuracy.json")
     parser.add_argument("--child", choices=sorted(STACKS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -712,6 +727,7 @@ def main():
                     )
                 ]
                 recipe += ["--wnut17-shared"] if args.wnut17_shared else []
+                recipe += ["--keras-hub-shuffle"] if args.keras_hub_shuffle else []
                 recipe += ["--squad-shared"] if args.squad_shared else []
                 command = [sys.executable, __file__, "--child", stack, f"--seed={seed}"]
                 start = time.perf_counter()

@@ -92,3 +92,23 @@ def test_kbz_with_no_backend_set_runs_on_jax_where_tensorflow_is_missing(tmp_pat
     embedder, preprocessor = load_embedder(preset, sequence_length=32)
     expected = keras.ops.convert_to_numpy(embedder(preprocessor(lines)))
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), expected, atol=1e-5)
+
+
+def test_a_first_runtime_export_without_tensorflow_names_the_extra_before_any_work(tmp_path):
+    """`kbz embed --runtime onnx` runs Keras on numpy, but its first run must export with
+    tf2onnx, which converts TensorFlow's graph: without TensorFlow, exit 2 naming the extra,
+    and no output written."""
+    preset = jobs.tiny_preset(tmp_path / "tiny")
+    (tmp_path / "in.txt").write_text("one sentence\n")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KBZ_CACHE_DIR"] = str(tmp_path / "cache")  # no export there yet
+    argv = ["embed", "--model", str(preset), "--input", str(tmp_path / "in.txt")]
+    argv += ["--output", str(tmp_path / "v.npy"), "--runtime", "onnx"]
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, *argv],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "tf2onnx converts its TensorFlow graph" in done.stderr
+    assert "pip install 'keras-bert-zoo[tensorflow]'" in done.stderr
+    assert not (tmp_path / "v.npy").exists()
