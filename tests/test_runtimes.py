@@ -277,6 +277,44 @@ def test_kbz_predict_runtime_writes_keras_predictions(
                 assert a == b
 
 
+@pytest.mark.e2e  # tf2onnx conversions, ONNX Runtime and OpenVINO
+@pytest.mark.parametrize("runtime", ["onnx", "openvino"])
+def test_a_task_model_predicts_in_a_runtime_as_in_keras_and_exports_its_new_weights(
+    presets, cache_root, runtime
+):
+    _openvino(runtime)
+    lines = (DATA / "sst2_train_head.tsv").read_text().splitlines()[1:121]
+    texts = [line.split("\t")[0] for line in lines]
+    classifier = kbz.BertClassifier.from_preset(presets["classifier"], sequence_length=LENGTH)
+    expected, names = classifier.predict(texts), classifier.classify(texts)
+    assert classifier.use_runtime(runtime) is classifier
+    np.testing.assert_allclose(classifier.predict(texts), expected, atol=1e-5, rtol=0)
+    assert classifier.classify(texts) == names
+    runner = classifier.runner({})
+    assert (runner.runtime, runner.precision) == (runtime, "float32")
+    assert classifier.runner({}) is runner  # the same weights: the same runner, no export
+    head = classifier.get_layer("classifier_head")
+    head.kernel.assign(np.asarray(head.kernel) * -3.0)  # as a fit would: new weights
+    moved = classifier.predict(texts)
+    assert classifier.runner({}) is not runner and np.abs(moved - expected).max() > 1e-3
+    np.testing.assert_allclose(moved, classifier.use_runtime().predict(texts), atol=1e-5, rtol=0)
+    embedder = kbz.BertEmbedder.from_preset(presets["embedder"], sequence_length=LENGTH)
+    reference = embedder.encode(texts)
+    vectors = embedder.use_runtime(runtime, "int8").encode(texts)  # calibrated on these texts
+    assert embedder.runner({}).precision == "int8"
+    cosine = np.sum(reference * vectors, axis=1)
+    assert cosine.min() > 0.9, cosine.min()  # int8 of a random tiny model: close, not equal
+
+
+def test_use_runtime_names_what_is_wrong_before_any_export(presets):
+    classifier = kbz.BertClassifier.from_preset(presets["classifier"], sequence_length=LENGTH)
+    with pytest.raises(ValueError, match="--runtime must be one of keras, onnx, openvino"):
+        classifier.use_runtime("tensorrt")
+    with pytest.raises(ValueError, match=r"model.quantize\('int8'\)"):
+        classifier.use_runtime("keras", "int8")
+    assert classifier.runtime == "keras" and classifier.runner({}) is classifier
+
+
 def test_bad_runtime_flags_and_missing_extras_are_clear_errors_before_any_work(
     presets, tmp_path, capsys, monkeypatch
 ):

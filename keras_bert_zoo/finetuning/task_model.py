@@ -21,6 +21,7 @@ optimizer, loss or metrics win.
 """
 
 import dataclasses
+import weakref
 
 import keras
 
@@ -37,11 +38,14 @@ from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.presets import factory
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
+from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME, cache
+from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
 from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import packed_prediction
 
 PREDICT_BATCH_SIZE = 64
+_RUNNERS = weakref.WeakKeyDictionary()  # task model -> (its weights' fingerprint, its runner)
 
 
 class TaskModel(BertModel):
@@ -83,6 +87,7 @@ class TaskModel(BertModel):
         self.options = options
         self._compile_request = None
         self._user_compiled = False  # `compile` with an optimizer and a loss: used as given
+        self.runtime, self.precision = DEFAULT_RUNTIME, DEFAULT_PRECISION  # `use_runtime`
 
     @classmethod
     def option_names(cls) -> tuple:
@@ -296,11 +301,50 @@ class TaskModel(BertModel):
         """The outputs for tokenized `inputs`, sorted by length and trimmed to buckets
         (`training.bucketed_prediction`), or a classifier's, reranker's or embedder's packed
         into rows (`packing` True, False or "auto", `training.packed_prediction`): the same
-        values as full padding."""
+        values as full padding. In the runtime of `use_runtime`."""
         return packed_prediction.predict_outputs(
-            self, inputs, batch_size or PREDICT_BATCH_SIZE, self.behaviour.sequence_outputs,
-            packing=packing,
+            self.runner(inputs), inputs, batch_size or PREDICT_BATCH_SIZE,
+            self.behaviour.sequence_outputs, packing=packing,
         )  # fmt: skip
+
+    def use_runtime(self, runtime=DEFAULT_RUNTIME, precision=DEFAULT_PRECISION):
+        """Runs this model's inference (`predict`, `evaluate` and the task's own: `classify`,
+        `tag`, `answer`, `encode`, `score`, `rank`) in `runtime` ("keras", "onnx" or
+        "openvino") and `precision` ("float32", or "int8" with an exported runtime), as
+        `kbz predict` / `kbz embed --runtime --precision` run files; returns the model.
+
+        The model is exported as it is on its first prediction (on TensorFlow: tf2onnx) into
+        the cache (`kbz.runtimes`), and reused while its weights stay (after a `fit`, the
+        next prediction exports again). OpenVINO's int8 calibrates on that first call's
+        inputs (a few hundred of your texts make a good one), and any int8 model is measured
+        against float32 on them when written.
+
+        >>> embedder = kbz.BertEmbedder.from_preset("minilm").use_runtime("openvino", "int8")
+        >>> vectors = embedder.encode(corpus_texts)
+        """
+        check_runtime(runtime, precision)
+        if runtime == DEFAULT_RUNTIME and precision != DEFAULT_PRECISION:
+            raise ValueError(
+                "use_runtime('keras') runs the model as it is, in float32: for int8 in Keras "
+                "call model.quantize('int8') (Keras' own), or pass runtime='onnx' or "
+                f"'openvino' with precision='int8'. Received: precision={precision!r}."
+            )
+        self.runtime, self.precision = runtime, precision
+        _RUNNERS.pop(self, None)
+        return self
+
+    def runner(self, sample: dict):
+        """What runs the model's inference: itself (the Keras runtime), else its exported
+        runtime (`use_runtime`), exported from the current weights; `sample` (tokenized
+        inputs) calibrates and checks a new int8 export."""
+        if self.runtime == DEFAULT_RUNTIME:
+            return self
+        key = cache.model_fingerprint(self, self.task)
+        known = _RUNNERS.get(self)
+        if known is None or known[0] != key:
+            runner = load_runner(self, self.task, self.runtime, self.precision, sample=sample)
+            _RUNNERS[self] = known = (key, runner)
+        return known[1]
 
     def decode(self, dataset, batch_size=None):
         """The behaviour's predictions for a raw dataset (`classify`, `tag`, `answer`)."""

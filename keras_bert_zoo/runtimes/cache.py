@@ -3,10 +3,11 @@
 The fingerprint is a sha256 of what the model computes: the preset's architecture, task and
 task settings, casing, vocabulary file and weights file (content hashes, not paths or times),
 the task arguments the caller adds (an embedder's pooling) and this package's version (the
-export code is part of the result). A preset saved again with other weights gets a new
-fingerprint, a copy of the same preset elsewhere the same one. Nothing is written next to the
-user's model: presets may sit in read-only or shared places, and a run directory holds only
-what its run wrote.
+export code is part of the result); of a Keras model in memory (a task model's
+`use_runtime`), its config and weights (`model_fingerprint`). A preset saved again with other
+weights gets a new fingerprint, a copy of the same preset elsewhere the same one. Nothing is
+written next to the user's model: presets may sit in read-only or shared places, and a run
+directory holds only what its run wrote.
 
 Each variant (`onnx-float32`, `onnx-int8`, `openvino-float32`, `openvino-int8-<data>`) is
 written through `saving.atomic.staged_directory`, so a crash or a second process never leaves
@@ -17,6 +18,9 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+
+import keras
+import numpy as np
 
 from keras_bert_zoo import __version__
 from keras_bert_zoo.console import status
@@ -48,6 +52,19 @@ def fingerprint(preset, task: str, task_kwargs: dict | None = None) -> str:
     }
     text = json.dumps(described, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def model_fingerprint(model, task: str) -> str:
+    """A hex digest naming what the Keras `model` in memory computes for `task`: its config
+    and every weight's value (a `fit` or `load_weights` after an export gives a new one), and
+    this package's version; the same model loaded in another process gets the same one."""
+    digest = hashlib.sha256()
+    described = {"task": task, "config": model.get_config(), "keras_bert_zoo": __version__}
+    digest.update(json.dumps(described, sort_keys=True, default=str).encode())
+    for variable in model.weights:
+        digest.update(variable.path.encode())
+        digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(variable)).tobytes())
+    return "model-" + digest.hexdigest()[:26]
 
 
 def _weights_digest(config) -> str:

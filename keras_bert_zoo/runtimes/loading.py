@@ -50,8 +50,13 @@ _EXPORT_PACKAGES = ["onnx", "onnxruntime", "tf2onnx"]
 
 def check_runtime(runtime: str, precision: str, model=None, task=None, task_kwargs=None):
     """Raises a ValueError for an unknown `--runtime` / `--precision`, a `MissingExtraError`
-    naming the extra for a missing package, and (given `model` and `task`) says whether the
-    export that is not cached yet can be made here."""
+    naming the extra for a missing package, and (given `model`, a preset, run directory or
+    Keras model, and `task`) says whether the export that is not cached yet can be made here."""
+    key = None if model is None or runtime == "keras" else _key(model, task, task_kwargs)
+    _check(runtime, precision, key)
+
+
+def _check(runtime: str, precision: str, key: str | None) -> None:
     if runtime not in RUNTIMES:
         raise ValueError(f"--runtime must be one of {', '.join(RUNTIMES)}. Received: {runtime!r}")
     if precision not in PRECISIONS:
@@ -62,7 +67,7 @@ def check_runtime(runtime: str, precision: str, model=None, task=None, task_kwar
         return
     extra, packages, int8_packages = _PACKAGES[runtime]
     _require(packages + (int8_packages if precision == "int8" else []), runtime, extra)
-    if model is None or not _needs_export(model, task, task_kwargs, runtime, precision):
+    if key is None or not _needs_export(key, runtime, precision):
         return
     _require(_EXPORT_PACKAGES, runtime, "onnx", " to export the model once")
     if keras.backend.backend() != "tensorflow":
@@ -88,13 +93,13 @@ def _require(packages, runtime: str, extra: str, purpose: str = "") -> None:
         )
 
 
-def _key(preset, task, task_kwargs) -> str:
-    return cache.fingerprint(preset, task, task_kwargs)
+def _key(model, task, task_kwargs) -> str:
+    if isinstance(model, keras.Model):  # in memory: its own config and weights
+        return cache.model_fingerprint(model, task)
+    return cache.fingerprint(model_source(model)[0], task, task_kwargs)
 
 
-def _needs_export(model, task, task_kwargs, runtime, precision) -> bool:
-    preset, _ = model_source(model)
-    key = _key(preset, task, task_kwargs)
+def _needs_export(key: str, runtime: str, precision: str) -> bool:
     ready = ["onnx-float32"] + (["openvino-float32"] if runtime == "openvino" else [])
     if not (runtime == "openvino" and precision == "int8"):  # that one depends on the data
         ready.append(f"{runtime}-{precision}")
@@ -112,7 +117,8 @@ def load_runner(
     tolerance: float = quality.DEFAULT_TOLERANCE,
     quantization_options: dict | None = None,
 ):
-    """The runner of `model` (a preset name or directory, or a run directory) for `task`.
+    """The runner of `model` (a preset name or directory, a run directory, or a Keras task
+    model in memory, exported as it is) for `task`.
 
     Args:
         sample: the preprocessor's arrays of the data to run (all of it is fine: rows are
@@ -125,18 +131,27 @@ def load_runner(
 
     For `keras` the runner is the Keras task model itself.
     """
-    preset, _ = model_source(model)
+    in_memory = isinstance(model, keras.Model)
+    preset = None if in_memory else model_source(model)[0]
     task_kwargs = dict(task_kwargs or {})
-    check_runtime(runtime, precision, preset, task, task_kwargs)
+    key = None if runtime == "keras" else _key(model if in_memory else preset, task, task_kwargs)
+    _check(runtime, precision, key)
     options = dict(quantization_options or {})
+    if runtime == "keras" and in_memory:
+        if precision != "float32":
+            raise ValueError(
+                "A Keras model in memory runs int8 through Keras' own `model.quantize('int8')`, "
+                "or exported: runtime='onnx' or 'openvino' with precision='int8'."
+            )
+        return model
     if runtime == "keras":
         return _keras(preset, task, task_kwargs, precision, sample, jit_compile, tolerance)
-    key = _key(preset, task, task_kwargs)
 
     def export(staging):
         from keras_bert_zoo.export import onnx  # TensorFlow at its top: only when exporting
 
-        onnx.export_onnx(from_preset(preset, task=task, **task_kwargs), staging, overwrite=True)
+        network = model if in_memory else from_preset(preset, task=task, **task_kwargs)
+        onnx.export_onnx(network, staging, overwrite=True)
 
     onnx_float = cache.build_once(cache.variant_dir(key, "onnx-float32"), export, "ONNX export")
     if runtime == "onnx":
