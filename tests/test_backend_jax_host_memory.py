@@ -193,7 +193,7 @@ def test_importing_the_package_then_jax_and_keras_changes_nothing_in_the_process
 def test_the_kbz_entry_point_applies_the_settings_before_its_command(tmp_path):
     code = (
         "from keras_bert_zoo import cli\n"
-        "cli.main = lambda argv=None: print(json.dumps([state()])) or 0\n"
+        "cli.main = lambda argv=None, restart=None: print(json.dumps([state()])) or 0\n"
         "cli.run()\n"
     )
     (seen_by_command,) = process_state(tmp_path, code)

@@ -15,7 +15,7 @@ def run_as_kbz(body: str) -> subprocess.CompletedProcess:
     """A fresh process whose `kbz` entry point runs `body` as its command (`main`)."""
     script = "import sys\nfrom keras_bert_zoo import cli\n\ndef command():\n"
     script += textwrap.indent(textwrap.dedent(body), "    ")
-    script += "\ncli.main = lambda argv=None: command()\nsys.exit(cli.run())\n"
+    script += "\ncli.main = lambda argv=None, restart=None: command()\nsys.exit(cli.run())\n"
     return subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
