@@ -21,7 +21,6 @@ optimizer, loss or metrics win.
 """
 
 import dataclasses
-import weakref
 
 import keras
 
@@ -38,14 +37,13 @@ from keras_bert_zoo.model import BertModel
 from keras_bert_zoo.presets import factory
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
-from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME, cache
-from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
+from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
+from keras_bert_zoo.runtimes.loading import check_model_runtime, model_runner
 from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
 from keras_bert_zoo.training import packed_prediction
 
 PREDICT_BATCH_SIZE = 64
-_RUNNERS = weakref.WeakKeyDictionary()  # task model -> (its weights' fingerprint, its runner)
 
 
 class TaskModel(BertModel):
@@ -322,29 +320,15 @@ class TaskModel(BertModel):
         >>> embedder = kbz.BertEmbedder.from_preset("minilm").use_runtime("openvino", "int8")
         >>> vectors = embedder.encode(corpus_texts)
         """
-        check_runtime(runtime, precision)
-        if runtime == DEFAULT_RUNTIME and precision != DEFAULT_PRECISION:
-            raise ValueError(
-                "use_runtime('keras') runs the model as it is, in float32: for int8 in Keras "
-                "call model.quantize('int8') (Keras' own), or pass runtime='onnx' or "
-                f"'openvino' with precision='int8'. Received: precision={precision!r}."
-            )
+        check_model_runtime(runtime, precision)
         self.runtime, self.precision = runtime, precision
-        _RUNNERS.pop(self, None)
         return self
 
     def runner(self, sample: dict):
         """What runs the model's inference: itself (the Keras runtime), else its exported
         runtime (`use_runtime`), exported from the current weights; `sample` (tokenized
         inputs) calibrates and checks a new int8 export."""
-        if self.runtime == DEFAULT_RUNTIME:
-            return self
-        key = cache.model_fingerprint(self, self.task)
-        known = _RUNNERS.get(self)
-        if known is None or known[0] != key:
-            runner = load_runner(self, self.task, self.runtime, self.precision, sample=sample)
-            _RUNNERS[self] = known = (key, runner)
-        return known[1]
+        return model_runner(self, self.task, self.runtime, self.precision, sample)
 
     def decode(self, dataset, batch_size=None):
         """The behaviour's predictions for a raw dataset (`classify`, `tag`, `answer`)."""

@@ -17,6 +17,7 @@ import logging
 import shutil
 import sys
 import time
+import weakref
 
 import keras
 import numpy as np
@@ -54,6 +55,33 @@ def check_runtime(runtime: str, precision: str, model=None, task=None, task_kwar
     Keras model, and `task`) says whether the export that is not cached yet can be made here."""
     key = None if model is None or runtime == "keras" else _key(model, task, task_kwargs)
     _check(runtime, precision, key)
+
+
+def check_model_runtime(runtime: str, precision: str) -> None:
+    """`check_runtime` for a Keras model in memory, which runs int8 only when exported."""
+    _check(runtime, precision, None)
+    if runtime == "keras" and precision != "float32":
+        raise ValueError(
+            "A Keras model in memory runs as it is in float32: for int8 in Keras call "
+            "model.quantize('int8') (Keras' own), or pass runtime='onnx' or 'openvino' with "
+            f"precision='int8'. Received: precision={precision!r}."
+        )
+
+
+_RUNNERS = weakref.WeakKeyDictionary()  # Keras model -> (its fingerprint, its runner)
+
+
+def model_runner(model, task: str, runtime: str, precision: str, sample: dict):
+    """The runner of a Keras `model` in memory: the model itself for `keras`, else the
+    export of its current weights, reused while they stay (`cache.model_fingerprint`)."""
+    if runtime == "keras":
+        return model
+    key = cache.model_fingerprint(model, task)
+    known = _RUNNERS.get(model)
+    if known is None or known[0] != (key, runtime, precision):
+        runner = load_runner(model, task, runtime, precision, sample=sample)
+        _RUNNERS[model] = known = ((key, runtime, precision), runner)
+    return known[1]
 
 
 def _check(runtime: str, precision: str, key: str | None) -> None:
@@ -134,15 +162,12 @@ def load_runner(
     in_memory = isinstance(model, keras.Model)
     preset = None if in_memory else model_source(model)[0]
     task_kwargs = dict(task_kwargs or {})
+    if in_memory:
+        check_model_runtime(runtime, precision)
     key = None if runtime == "keras" else _key(model if in_memory else preset, task, task_kwargs)
     _check(runtime, precision, key)
     options = dict(quantization_options or {})
     if runtime == "keras" and in_memory:
-        if precision != "float32":
-            raise ValueError(
-                "A Keras model in memory runs int8 through Keras' own `model.quantize('int8')`, "
-                "or exported: runtime='onnx' or 'openvino' with precision='int8'."
-            )
         return model
     if runtime == "keras":
         return _keras(preset, task, task_kwargs, precision, sample, jit_compile, tolerance)
