@@ -28,14 +28,16 @@ demo: $(STAMP)
 # One pytest process per Keras backend: TensorFlow runs every module but the other backends';
 # JAX and PyTorch run their tests/test_backend_<name>*.py (conftest.py collects only those).
 # pytest exits 5 when a tier holds no test of a backend: that is not a failure.
-# The fast tier's TensorFlow process runs its modules on WORKERS pytest-xdist processes, a
-# module per worker (its fixtures stay in one process): much of a test is single-threaded
-# (Python, XLA's compiler). JAX and PyTorch stay in one process: their TensorFlow-free tests
-# must run before the `tensorflow_data` ones unblock the import (conftest.py).
-# The fast tier compiles JAX's XLA programs without LLVM's optimizations (QUICK_XLA): its
-# tiny models spend their time compiling, not running, and this halves a train step's compile
-# (benchmarks/RESULTS.md, "Test tiers"). The other tiers compile as users do. TensorFlow's
-# compiles do not get faster with it, so its process keeps the defaults.
+# The fast and end-to-end tiers' TensorFlow process runs its modules on WORKERS pytest-xdist
+# processes, a module per worker (its fixtures stay in one process): much of a test is
+# single-threaded (Python, XLA's compiler, a subprocess's start). JAX and PyTorch stay in one
+# process: their TensorFlow-free tests must run before the `tensorflow_data` ones unblock the
+# import (conftest.py).
+# Both tiers compile JAX's XLA programs without LLVM's optimizations (QUICK_XLA; the
+# subprocesses of the end-to-end tier inherit it): their tiny models spend their time
+# compiling, not running, and this halves a train step's compile (benchmarks/RESULTS.md,
+# "Test tiers"). The slow tier compiles as users do. TensorFlow's compiles do not get faster
+# with it, so its process keeps the defaults.
 WORKERS ?= 2
 QUICK_XLA := --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true
 JAX = KERAS_BACKEND=jax XLA_FLAGS="--xla_force_host_platform_device_count=2 $(1)"
@@ -50,7 +52,7 @@ test: $(STAMP)
 	$(call tier,not slow and not e2e,-n $(WORKERS) --dist loadfile,$(QUICK_XLA))
 
 test-e2e: $(STAMP)
-	$(call tier,e2e and not slow)
+	$(call tier,e2e and not slow,-n $(WORKERS) --dist loadfile,$(QUICK_XLA))
 
 test-slow: $(STAMP)
 	$(call tier,slow)
