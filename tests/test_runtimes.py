@@ -138,7 +138,7 @@ def test_int8_is_measured_against_float32_when_written(
     reference = np.asarray(_bucketed(loading.load_runner(presets[task], task, "keras"), x, task))
     assert 0 < np.abs(outputs - reference).max() < 0.05  # quantized, and close
     if runtime != "keras":  # the record kept beside the int8 model
-        record = json.loads((runner.directory / loading.QUALITY_FILE).read_text())
+        record = json.loads((runner.directory / quality.QUALITY_FILE).read_text())
         assert record["metric"] == metric and record["within_tolerance"]
         assert record["held_out"] and record["rows"] >= 100
 
@@ -163,7 +163,7 @@ def test_a_quantization_that_loses_too_much_is_reported_when_written_and_reused(
         runner = loading.load_runner(
             preset, "embedder", "onnx", "int8", sample=sample["single"], quantization_options=bad
         )
-    record = json.loads((runner.directory / loading.QUALITY_FILE).read_text())
+    record = json.loads((runner.directory / quality.QUALITY_FILE).read_text())
     assert not record["within_tolerance"] and record["loss"] > quality.DEFAULT_TOLERANCE
     assert "QUALITY LOSS" in caplog.text and "--precision float32" in caplog.text
     caplog.clear()
@@ -172,7 +172,7 @@ def test_a_quantization_that_loses_too_much_is_reported_when_written_and_reused(
     assert "QUALITY LOSS" in caplog.text  # said again whenever the model is used
     # the default (per channel) keeps this model within the tolerance
     kept = loading.load_runner(preset, "embedder", "onnx", "int8", sample=sample["single"])
-    assert json.loads((kept.directory / loading.QUALITY_FILE).read_text())["within_tolerance"]
+    assert json.loads((kept.directory / quality.QUALITY_FILE).read_text())["within_tolerance"]
 
 
 @pytest.mark.e2e  # subprocess-free CLI runs with tf2onnx conversions and two runtimes

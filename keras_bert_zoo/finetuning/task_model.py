@@ -27,6 +27,7 @@ import keras
 from keras_bert_zoo.encoder import architecture_of, build_encoder, find_encoder
 from keras_bert_zoo.finetuning.packed_training import use_packing
 from keras_bert_zoo.finetuning.raw_data import split_stream
+from keras_bert_zoo.finetuning.task_inference import TaskInference
 from keras_bert_zoo.finetuning.task_training import (
     AUTO,
     TaskValidation,
@@ -38,15 +39,11 @@ from keras_bert_zoo.presets import factory
 from keras_bert_zoo.presets.registry import load_preset_config
 from keras_bert_zoo.presets.sources import model_source, run_sequence_length
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
-from keras_bert_zoo.runtimes.loading import check_model_runtime, model_runner
 from keras_bert_zoo.task_graphs import build_task
 from keras_bert_zoo.tokenization import BertPreprocessor
-from keras_bert_zoo.training import packed_prediction
-
-PREDICT_BATCH_SIZE = 64
 
 
-class TaskModel(BertModel):
+class TaskModel(TaskInference, BertModel):
     """The base of the task models; a subclass names its `task_name` (a `kbz.tasks` builder)
     and `behaviour` (its `FinetuningTask`), and adds its decoding method.
 
@@ -290,48 +287,3 @@ class TaskModel(BertModel):
         if not raw:
             return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
         return self.predict_arrays(self.predict_inputs(x), batch_size, packing)
-
-    def predict_inputs(self, x) -> dict:
-        """The tokenized model inputs of raw `x` (what `predict` runs)."""
-        return self.job().arrays(self.raw_data(x))[0]
-
-    def predict_arrays(self, inputs: dict, batch_size=None, packing=AUTO):
-        """The outputs for tokenized `inputs`, sorted by length and trimmed to buckets
-        (`training.bucketed_prediction`), or a classifier's, reranker's or embedder's packed
-        into rows (`packing` True, False or "auto", `training.packed_prediction`): the same
-        values as full padding. In the runtime of `use_runtime`."""
-        return packed_prediction.predict_outputs(
-            self.runner(inputs), inputs, batch_size or PREDICT_BATCH_SIZE,
-            self.behaviour.sequence_outputs, packing=packing,
-        )  # fmt: skip
-
-    def use_runtime(self, runtime=DEFAULT_RUNTIME, precision=DEFAULT_PRECISION):
-        """Runs this model's inference (`predict`, `evaluate` and the task's own: `classify`,
-        `tag`, `answer`, `encode`, `score`, `rank`) in `runtime` ("keras", "onnx" or
-        "openvino") and `precision` ("float32", or "int8" with an exported runtime), as
-        `kbz predict` / `kbz embed --runtime --precision` run files; returns the model.
-
-        The model is exported as it is on its first prediction (on TensorFlow: tf2onnx) into
-        the cache (`kbz.runtimes`), and reused while its weights stay (after a `fit`, the
-        next prediction exports again). OpenVINO's int8 calibrates on that first call's
-        inputs (a few hundred of your texts make a good one), and any int8 model is measured
-        against float32 on them when written.
-
-        >>> embedder = kbz.BertEmbedder.from_preset("minilm").use_runtime("openvino", "int8")
-        >>> vectors = embedder.encode(corpus_texts)
-        """
-        check_model_runtime(runtime, precision)
-        self.runtime, self.precision = runtime, precision
-        return self
-
-    def runner(self, sample: dict):
-        """What runs the model's inference: itself (the Keras runtime), else its exported
-        runtime (`use_runtime`), exported from the current weights; `sample` (tokenized
-        inputs) calibrates and checks a new int8 export."""
-        return model_runner(self, self.task, self.runtime, self.precision, sample)
-
-    def decode(self, dataset, batch_size=None):
-        """The behaviour's predictions for a raw dataset (`classify`, `tag`, `answer`)."""
-        job = self.job()
-        inputs, _, extra = job.arrays(dataset)
-        return job.predict(dataset, self.predict_arrays(inputs, batch_size), extra)

@@ -108,7 +108,7 @@ class Progress:
     else plain lines at least every `training.progress.LOG_EVERY_SECONDS` (`LogLines`,
     advanced by each batch of the prediction passes) and one summary line at the end
     (`embed [onnx int8]: 1,888 texts in 40.2 s (47.0 text/s)`, as
-    `runtimes.loading.progress_bar` writes for a whole-file run); `unit` names a row."""
+    `training.progress.progress_bar` writes for a whole-file run); `unit` names a row."""
 
     def __init__(self, total: int | None, done: int, what: str, unit="row"):
         self.first, self.what, self.unit, self.counted = done, what, unit, done

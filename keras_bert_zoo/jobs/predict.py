@@ -14,9 +14,10 @@ from keras_bert_zoo.jobs.checks import check_apart, input_file, output_file
 from keras_bert_zoo.jobs.predictors import Predictor, load_task_model
 from keras_bert_zoo.jobs.streaming import prediction_identity
 from keras_bert_zoo.runtimes import DEFAULT_PRECISION, DEFAULT_RUNTIME
-from keras_bert_zoo.runtimes.loading import check_runtime, load_runner, progress_bar
+from keras_bert_zoo.runtimes.loading import check_runtime, load_runner
 from keras_bert_zoo.tasks.models import FINETUNING_TASKS
 from keras_bert_zoo.training import packed_prediction
+from keras_bert_zoo.training.progress import progress_bar
 
 
 def check_prediction_paths(paths: list, overwrite: bool) -> None:

@@ -9,19 +9,15 @@ from the same float32 ONNX file (`export.onnx.export_onnx`), kept in the cache
 (`runtimes.cache`) with what derives from it.
 """
 
-import contextlib
 import hashlib
 import importlib.util
 import json
 import logging
 import shutil
-import sys
-import time
 import weakref
 
 import keras
 import numpy as np
-from tqdm.auto import tqdm
 
 from keras_bert_zoo.export.quantization import quantize_keras, quantize_onnx
 from keras_bert_zoo.extras import (
@@ -34,14 +30,10 @@ from keras_bert_zoo.presets.factory import from_preset
 from keras_bert_zoo.presets.sources import model_source
 from keras_bert_zoo.runtimes import PRECISIONS, RUNTIMES, cache, quality
 from keras_bert_zoo.runtimes.runners import EXPORT_CONFIG, OnnxRunner, OpenVinoRunner
-from keras_bert_zoo.tasks import registry
 from keras_bert_zoo.training import bucketed_prediction
 from keras_bert_zoo.training.batching import real_lengths
-from keras_bert_zoo.training.processes import is_chief
-from keras_bert_zoo.training.progress import rows_counter
 
 logger = logging.getLogger(__name__)
-QUALITY_FILE = "quality.json"
 _PACKAGES = {  # runtime -> (extra, packages it needs at run time, and for int8)
     "onnx": ("onnx", ["onnxruntime"], []),
     "openvino": ("openvino", ["openvino"], ["nncf"]),
@@ -236,14 +228,11 @@ def load_runner(
 def _keras(preset, task, task_kwargs, precision, sample, jit_compile, tolerance):
     network = from_preset(preset, task=task, **task_kwargs)
     if precision == "int8":
-        reference = _held_out_outputs(network, sample, None, task) if sample is not None else None
+        float32 = None if sample is None else quality.outputs_on_rows(network, sample, None, task)
         quantize_keras(network, "int8")
         bucketed_prediction.forget_graph(network)
-        if reference is not None:
-            rows, outputs, held = reference
-            quantized = _held_out_outputs(network, sample, (rows, held), task)[1]
-            result = quality.agreement(task, outputs, quantized, _rows(sample, rows))
-            quality.report({**result, "rows": len(rows), "held_out": held}, "Keras int8", tolerance)
+        if float32 is not None:
+            quality.compare(task, float32, network, sample, "Keras int8", tolerance)
     if jit_compile is not None:
         network.compile(jit_compile=jit_compile)
     return network
@@ -251,7 +240,7 @@ def _keras(preset, task, task_kwargs, precision, sample, jit_compile, tolerance)
 
 def _reuse(runner_class, target, build, what: str):
     built = cache.build_once(target, build, what)
-    recorded = built / QUALITY_FILE
+    recorded = built / quality.QUALITY_FILE
     if recorded.is_file():
         result = json.loads(recorded.read_text())
         if not result["within_tolerance"]:  # said when written; said again on every use
@@ -270,31 +259,11 @@ def _measure(task, reference, candidate, sample, rows, tolerance, staging) -> di
     if sample is None:
         logger.warning("%s written without a quality check (no sample of the data).", candidate)
         return {}
-    chosen, outputs, held = _held_out_outputs(reference, sample, rows, task)
-    quantized = _held_out_outputs(candidate, sample, (chosen, held), task)[1]
-    result = quality.agreement(task, outputs, quantized, _rows(sample, chosen))
+    float32 = quality.outputs_on_rows(reference, sample, rows, task)
     what = f"{candidate.runtime} int8"
-    result = quality.report({**result, "rows": len(chosen), "held_out": held}, what, tolerance)
-    (staging / QUALITY_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    result = quality.compare(task, float32, candidate, sample, what, tolerance)
+    (staging / quality.QUALITY_FILE).write_text(json.dumps(result, indent=2) + "\n")
     return {"quality": result}
-
-
-def _held_out_outputs(runner, sample, rows, task: str):
-    """`(rows, outputs of runner on them, whether held out)`; `rows` None draws them."""
-    if rows is None:
-        _, chosen, held = quality.split_rows(len(sample["token_ids"]), False)
-    else:
-        chosen, held = rows
-    x = _rows(sample, chosen)
-    length = x["token_ids"].shape[1]
-    buckets = bucketed_prediction.prediction_buckets(runner, length)
-    sequence_outputs = getattr(registry.find(task), "sequence_outputs", False)
-    outputs = bucketed_prediction.predict(runner, x, 32, buckets, sequence_outputs)
-    return chosen, outputs, held
-
-
-def _rows(sample: dict, rows) -> dict:
-    return {k: np.asarray(v)[np.sort(rows)] for k, v in sample.items()}
 
 
 def _trimmed(sample: dict, row: int) -> dict:
@@ -308,21 +277,3 @@ def _digest(value) -> str:
     else:
         text = json.dumps(value, sort_keys=True, default=str).encode()
     return hashlib.sha256(text).hexdigest()[:12]
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, what: str, runtime: str, precision: str, unit: str = "row"):
-    """One line on stderr naming the runtime: at a terminal a live bar that stays, e.g.
-    `embed [onnx int8]: 100%|#####| 1888/1888 [00:40<00:00, 47.0text/s]`; elsewhere (a log
-    file) only its end, `embed [onnx int8]: 1888 texts in 40.2 s (47.0 text/s)`. Yields the
-    `progress` callable of `bucketed_prediction.predict`."""
-    description = f"{what} [{runtime} {precision}]"
-    start = time.perf_counter()
-    with tqdm(total=total, desc=description, unit=unit, disable=None) as bar:
-        live = not bar.disable
-        yield bar.update if live else rows_counter(description, total, enabled=is_chief())
-    if not live:
-        seconds = time.perf_counter() - start
-        rate = total / max(seconds, 1e-9)
-        line = f"{description}: {total} {unit}s in {seconds:.1f} s ({rate:.1f} {unit}/s)"
-        tqdm.write(line, file=sys.stderr)

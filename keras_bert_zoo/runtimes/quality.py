@@ -21,10 +21,12 @@ import numpy as np
 
 from keras_bert_zoo.console import status
 from keras_bert_zoo.tasks import registry
+from keras_bert_zoo.training import bucketed_prediction
 
 logger = logging.getLogger(__name__)
 CALIBRATION_ROWS, HELD_OUT_ROWS = 300, 200
 DEFAULT_TOLERANCE = 0.005
+QUALITY_FILE = "quality.json"  # an int8 export's measure, kept beside it
 
 
 def split_rows(count: int, calibrate: bool, seed: int = 0) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -113,3 +115,29 @@ def report(result: dict, what: str, tolerance: float) -> dict:
             100 * tolerance,
         )
     return result
+
+
+def outputs_on_rows(runner, sample: dict, rows, task: str):
+    """`(rows, outputs of runner on them, whether held out)`, the rows of `sample` (tokenized
+    inputs) predicted in length buckets; `rows` None draws them (`split_rows`)."""
+    if rows is None:
+        _, chosen, held = split_rows(len(sample["token_ids"]), False)
+    else:
+        chosen, held = rows
+    x = _rows(sample, chosen)
+    buckets = bucketed_prediction.prediction_buckets(runner, x["token_ids"].shape[1])
+    sequence_outputs = getattr(registry.find(task), "sequence_outputs", False)
+    return chosen, bucketed_prediction.predict(runner, x, 32, buckets, sequence_outputs), held
+
+
+def compare(task: str, float32, candidate, sample: dict, what: str, tolerance: float) -> dict:
+    """`report` of `candidate` (an int8 runner) against `float32` (`outputs_on_rows`' result
+    for the float32 model) on the same rows."""
+    rows, outputs, held = float32
+    quantized = outputs_on_rows(candidate, sample, (rows, held), task)[1]
+    result = agreement(task, outputs, quantized, _rows(sample, rows))
+    return report({**result, "rows": len(rows), "held_out": held}, what, tolerance)
+
+
+def _rows(sample: dict, rows) -> dict:
+    return {k: np.asarray(v)[np.sort(rows)] for k, v in sample.items()}

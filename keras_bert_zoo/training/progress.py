@@ -20,6 +20,9 @@ import threading
 import time
 
 import keras
+from tqdm.auto import tqdm
+
+from keras_bert_zoo.training.processes import is_chief
 
 
 def interactive() -> bool:
@@ -224,3 +227,21 @@ class StepProgress(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._show(f"\r{self._line(logs)}\x1b[K\n" if self.live else f"{self._line(logs)}\n")
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, what: str, runtime: str, precision: str, unit: str = "row"):
+    """One line on stderr naming the runtime: at a terminal a live bar that stays, e.g.
+    `embed [onnx int8]: 100%|#####| 1888/1888 [00:40<00:00, 47.0text/s]`; elsewhere (a log
+    file) only its end, `embed [onnx int8]: 1888 texts in 40.2 s (47.0 text/s)`. Yields the
+    `progress` callable of `bucketed_prediction.predict`."""
+    description = f"{what} [{runtime} {precision}]"
+    start = time.perf_counter()
+    with tqdm(total=total, desc=description, unit=unit, disable=None) as bar:
+        live = not bar.disable
+        yield bar.update if live else rows_counter(description, total, enabled=is_chief())
+    if not live:
+        seconds = time.perf_counter() - start
+        rate = total / max(seconds, 1e-9)
+        line = f"{description}: {total} {unit}s in {seconds:.1f} s ({rate:.1f} {unit}/s)"
+        tqdm.write(line, file=sys.stderr)
