@@ -374,3 +374,19 @@ def test_agreement_counts_changed_decisions():
     rows = quality.split_rows(600, calibrate=True)
     assert len(rows[0]) == 300 and len(rows[1]) == 200 and rows[2]
     assert not set(rows[0]) & set(rows[1])
+
+
+def test_span_agreement_compares_each_rows_best_token():
+    """Regression: the question answerer's check compared per-row argmaxes with a per-token
+    mask, which broadcast for one row and failed for several (200 held-out windows)."""
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(5, 8)).astype("float32")
+    mask = np.ones((5, 8), dtype="int32")
+    mask[:, 6:] = 0
+    moved = start.copy()
+    moved[0, 0] = moved[0].max() + 1.0  # row 0's best start changes
+    moved[1:, 7] = 100.0  # a padding position: not a real token, no change
+    reference = {"start_logits": start, "end_logits": start}
+    quantized = {"start_logits": moved, "end_logits": start}
+    record = quality.agreement("question_answerer", reference, quantized, {"padding_mask": mask})
+    assert record["agreement"] == pytest.approx((4 / 5 + 1.0) / 2)

@@ -52,7 +52,7 @@ def agreement(task: str, reference, quantized, inputs: dict) -> dict:
     per_token = spec is not None and spec.sequence_outputs
     if per_token and isinstance(reference, dict):  # span logits: each output's argmax
         mask = np.asarray(inputs["padding_mask"]) > 0
-        same = [_argmax_same(reference[k], quantized[k], mask) for k in reference]
+        same = [_span_same(reference[k], quantized[k], mask) for k in reference]
         return {"metric": "start/end argmax agreement", "agreement": float(np.mean(same))}
     if isinstance(reference, dict):  # an encoder's outputs: how close its pooled vectors stay
         return _retrieval(np.asarray(reference["pooled_output"]), quantized["pooled_output"])
@@ -84,6 +84,13 @@ def _retrieval(reference: np.ndarray, quantized: np.ndarray) -> dict:
 def _argmax_same(reference, quantized, mask) -> float:
     same = np.asarray(reference).argmax(-1) == np.asarray(quantized).argmax(-1)
     return float(np.sum(same & mask) / max(int(np.sum(mask)), 1))
+
+
+def _span_same(reference, quantized, mask) -> float:
+    """The share of rows whose best start (or end) token among the real ones stays the same."""
+    lowest = np.finfo(np.float32).min
+    best = [np.where(mask, np.asarray(x), lowest).argmax(-1) for x in (reference, quantized)]
+    return float(np.mean(best[0] == best[1]))
 
 
 def _concordance(reference, quantized) -> float:
