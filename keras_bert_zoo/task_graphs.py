@@ -25,7 +25,8 @@ Every builder extends the encoder's graph (inputs `token_ids`, `segment_ids`,
 Each returns a `BertModel` whose `task` and `task_config` (all the builder's settings) are
 part of its Keras config: `.keras` files, presets and exports read them back. New heads
 start as transformers starts them (`normal(0, 0.02)`, zero bias), not as the encoder's
-projections (Keras' `TruncatedNormal(0.02)`, whose standard deviation is about 0.88 x 0.02).
+projections (Keras' `TruncatedNormal(0.02)`, whose standard deviation is about 0.88 x 0.02);
+fine-tuning then sets a new tagger head's bias from its training tags (`TaggingTask.start_head`).
 """
 
 import inspect

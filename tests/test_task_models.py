@@ -104,6 +104,33 @@ def test_tagger_and_question_answerer_fit_give_the_weights_of_kbz_finetune(prese
     _same_weights(answerer, expected, start)
 
 
+def test_a_new_tagger_head_starts_at_the_training_tags_log_frequencies(preset):
+    """`head_bias="prior"` (the default): a new head's bias is the add-one smoothed log
+    frequency of each tag over the training words (each word's first sub-word, counted from
+    the word-level tags here); a trained head (a non-zero bias) is kept, so a second `fit`
+    continues; `head_bias="zero"` keeps transformers' zeros."""
+    words, tags = wnut(24)
+    names = kbz.data.tag_vocabulary(t for row in tags for t in row)
+    tagger = kbz.BertTagger.from_preset(preset, labels=names, sequence_length=128)
+    job = tagger.job()
+    _, y, _ = job.arrays(tagger.raw_data(words, tags))
+    job.start_head(tagger, y)
+    bias = tagger.get_layer("tagger_head").bias
+    counts = np.array([sum(row.count(name) for row in tags) for name in names])
+    assert counts.sum() == sum(map(len, words)) and counts.min() == 0  # an unseen tag too
+    expected = np.log((counts + 1) / (counts.sum() + len(names)))
+    np.testing.assert_allclose(bias.numpy(), expected, rtol=1e-6)
+    assert names[int(np.argmax(bias.numpy()))] == "O"
+
+    bias.assign(expected + 0.5)  # trained: kept
+    job.start_head(tagger, y)
+    np.testing.assert_allclose(bias.numpy(), expected + 0.5, rtol=1e-6)
+
+    zero = kbz.BertTagger.from_preset(preset, labels=names, sequence_length=128, head_bias="zero")
+    zero.job().start_head(zero, y)
+    assert not np.any(zero.get_layer("tagger_head").bias.numpy())
+
+
 def test_encode_gives_the_vectors_of_kbz_embed(preset):
     texts = sst2(40)[0]
     embedder = kbz.BertEmbedder.from_preset(preset, sequence_length=32)

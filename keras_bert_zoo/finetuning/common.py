@@ -86,6 +86,10 @@ class FinetuningTask:
         `model`'s weights; only where `packs`."""
         raise NotImplementedError
 
+    def start_head(self, model, y) -> None:
+        """Sets a new head of `model` from the training targets `y` before the first step
+        (the tagger's bias); by default the head keeps its draw."""
+
     def label_names(self, dataset):
         return None
 

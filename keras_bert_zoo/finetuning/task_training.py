@@ -66,6 +66,7 @@ def training_batches(job, model, dataset, batch_size, epochs, bucketing, packed,
     the first and the callbacks they add; packed batches are split over the devices of a
     Keras distribution if one is set."""
     x, y = job.training_arrays(dataset, seed)
+    job.start_head(model, y)
     rows = job.training_rows(batch_size)  # examples, or groups of them (the reranker's)
     check_one_batch(x, rows, "`x`", f"pass a smaller `batch_size` (got {batch_size})")
     length = model.preprocessor.sequence_length

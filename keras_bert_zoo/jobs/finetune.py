@@ -197,6 +197,7 @@ def _build(job, data: _Data, config: FinetuneConfig, distribution):
         # the task model: its model.keras keeps the preprocessor and takes raw data again
         options = {name: getattr(job, name) for name in TASK_MODELS[config.task].option_names()}
         model = TASK_MODELS[config.task](graph, job.preprocessor, **options)
+        job.start_head(model, data.y)
         if config.lora_rank:
             enable_lora(model, config.lora_rank, config.lora_alpha, config.lora_targets)
         # the task model's default compile, on the run's schedule (`task_training`)

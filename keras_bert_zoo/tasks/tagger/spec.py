@@ -1,6 +1,12 @@
 """The tagger task as data (`keras_bert_zoo.tasks.spec`): importable without Keras."""
 
-from keras_bert_zoo.tasks.spec import HuggingFaceHead, TaskSpec, classifier_rows, schedule
+from keras_bert_zoo.tasks.spec import (
+    HuggingFaceHead,
+    TaskOption,
+    TaskSpec,
+    classifier_rows,
+    schedule,
+)
 
 TAGGER = TaskSpec(
     name="tagger",
@@ -9,6 +15,17 @@ TAGGER = TaskSpec(
     train_file="CoNLL: a word and its tag per line, a blank line between sentences",
     file_kind="CoNLL",
     defaults=schedule(learning_rate=1e-4, batch_size=16, epochs=3, sequence_length=128),
+    options=(
+        TaskOption(
+            "head_bias",
+            str,
+            "prior",
+            "a new head's bias: the training tags' log frequencies (prior), or zeros as "
+            "transformers starts it (zero)",
+            predict=False,
+            choices=("prior", "zero"),
+        ),
+    ),
     prediction_file="predictions.conll",
     serving_outputs=("tags", "words", "word_tags", "tag_names", "word_tag_names"),
     pooler=False,
