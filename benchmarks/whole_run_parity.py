@@ -29,8 +29,11 @@ Then `--factor` switches on one thing a real `kbz finetune tag` run does differe
   sentences), the tagger's default since packing;
 - `kbz-defaults`: the `kbz finetune tag` recipe whole: dropout, packed rows and the fixed count;
 - `epsilon-1e-8`: both optimizers' epsilon at torch's and transformers' `Trainer` default
-  instead of BERT's 1e-6 (kbz's default and the benchmarks' reference both use 1e-6).
-A factor that is on on both sides (dropout, epsilon) changes both scores; the JSON keeps both.
+  instead of BERT's 1e-6 (kbz's default and the benchmarks' reference both use 1e-6);
+- `head-bias-prior`: both heads' bias at the training tags' log frequencies (`kbz finetune
+  tag`'s start, `--head-bias prior`) instead of transformers' zeros, otherwise as `none`.
+A factor that is on on both sides (dropout, epsilon, the bias) changes both scores; the JSON
+keeps both.
 
     python benchmarks/whole_run_parity.py --train train.conll --heldout dev.conll --seed 0
     python benchmarks/whole_run_parity.py ... --factor bucketing --sides kbz --seeds 0 1 2
@@ -54,8 +57,9 @@ from time_to_accuracy import hf_optimizer  # noqa: E402  (the benchmarks' refere
 
 FACTORS = (
     "none", "dropout", "fixed-count", "bucketing", "bucketing-fixed-count", "packing",
-    "kbz-defaults", "epsilon-1e-8",
+    "kbz-defaults", "epsilon-1e-8", "head-bias-prior",
 )  # fmt: skip
+EQUAL_RUNS = ("none", "epsilon-1e-8", "head-bias-prior")  # the two sides' losses compare
 
 
 def reference_batches(count: int, batch_size: int, epochs: int, seed: int) -> list:
@@ -211,7 +215,7 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
     import keras_bert_zoo as kbz
     from keras_bert_zoo.finetuning import task_training
     from keras_bert_zoo.finetuning.packed_training import packed_loss
-    from keras_bert_zoo.tasks.tagger.task import TaggingTask
+    from keras_bert_zoo.tasks.tagger.task import TaggingTask, prior_bias
     from keras_bert_zoo.training import batching, bucket_choice
 
     preprocessor = kbz.BertPreprocessor.from_preset(
@@ -246,6 +250,9 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
     reference = transformers.AutoModelForTokenClassification.from_pretrained(
         args.checkpoint, num_labels=len(train.tag_names), **dropouts
     )
+    if factor == "head-bias-prior":
+        with torch.no_grad():
+            reference.classifier.bias.copy_(torch.tensor(prior_bias(labels, len(train.tag_names))))
     head = [reference.classifier.weight.detach().numpy().T.copy()]
     head.append(reference.classifier.bias.detach().numpy().copy())
     if "reference" in sides:
@@ -308,11 +315,7 @@ def tagger_run(args, seed: int, factor: str, sides) -> dict:
         record["kbz_f1"] = job.evaluate(heldout, logits, word_index, warn=False)["f1"]
         kbz_logits = logits
         record["kbz_seconds"] = time.perf_counter() - start
-    if (
-        "reference_losses" in record
-        and "kbz_losses" in record
-        and factor in ("none", "epsilon-1e-8")
-    ):
+    if "reference_losses" in record and "kbz_losses" in record and factor in EQUAL_RUNS:
         difference = np.abs(np.subtract(record["kbz_losses"], record["reference_losses"]))
         record["max_loss_difference"] = float(difference.max())
         record["max_difference_step"] = int(difference.argmax())

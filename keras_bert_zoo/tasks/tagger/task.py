@@ -18,6 +18,14 @@ from keras_bert_zoo.tasks.tagger import stream as streaming
 from keras_bert_zoo.tasks.tagger.spec import TAGGER
 
 
+def prior_bias(labels, num_tags: int) -> np.ndarray:
+    """The add-one smoothed log frequency of each of `num_tags` tags among the labelled
+    positions of `labels` (token labels; `IGNORE_LABEL` positions count for nothing)."""
+    labels = np.asarray(labels)
+    counts = np.bincount(labels[labels >= 0].ravel(), minlength=num_tags)[:num_tags]
+    return np.log((counts + 1) / (counts.sum() + num_tags))
+
+
 @dataclasses.dataclass
 class TaggingTask(FinetuningTask):
     """CoNLL token tagging; labels on the first sub-word of each word."""
@@ -72,9 +80,7 @@ class TaggingTask(FinetuningTask):
         bias = keras.ops.convert_to_numpy(head.bias)
         if self.head_bias == "zero" or np.any(bias):
             return
-        labels = np.asarray(y)
-        counts = np.bincount(labels[labels >= 0].ravel(), minlength=len(bias))[: len(bias)]
-        head.bias.assign(np.log((counts + 1) / (counts.sum() + len(bias))).astype(bias.dtype))
+        head.bias.assign(prior_bias(y, len(bias)).astype(bias.dtype))
 
     def label_names(self, dataset):
         return list(dataset.tag_names)
