@@ -27,7 +27,8 @@ Then `--factor` switches on one thing a real `kbz finetune tag` run does differe
   row, rows drawn in a new order each epoch, about `--batch-size` sentences a step) with the
   loss kbz pairs them with (the fixed count, each row weighted by the batch's rows over its
   sentences), the tagger's default since packing;
-- `kbz-defaults`: the `kbz finetune tag` recipe whole: dropout, packed rows and the fixed count;
+- `kbz-defaults`: the `kbz finetune tag` recipe whole (dropout, packed rows and the fixed
+  count) on the reference's head, its zero bias included (`head-bias-prior` is the bias);
 - `epsilon-1e-8`: both optimizers' epsilon at torch's and transformers' `Trainer` default
   instead of BERT's 1e-6 (kbz's default and the benchmarks' reference both use 1e-6);
 - `head-bias-prior`: both heads' bias at the training tags' log frequencies (`kbz finetune
