@@ -24,7 +24,7 @@ def read(path, count=None):
 def main():
     args = parse_args(__doc__)
     preset = real_preset(args.preset, args.output)
-    # --fast: the fewest steps that tag entities (a new head's bias starts at the tags' log
+    # --fast: enough steps to tag entities (a new head's bias starts at the tags' log
     # frequencies, so a few steps tag every word O, as an untrained tagger should)
     words, tags = read(DATA / "wnut17_train_sample.conll", 256 if args.fast else None)
     dev_words, dev_tags = read(DATA / "wnut17_dev_sample.conll", 64 if args.fast else None)
