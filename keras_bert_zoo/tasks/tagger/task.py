@@ -22,7 +22,7 @@ def prior_bias(labels, num_tags: int) -> np.ndarray:
     """The add-one smoothed log frequency of each of `num_tags` tags among the labelled
     positions of `labels` (token labels; `IGNORE_LABEL` positions count for nothing)."""
     labels = np.asarray(labels)
-    counts = np.bincount(labels[labels >= 0].ravel(), minlength=num_tags)[:num_tags]
+    counts = np.bincount(labels[labels >= 0].ravel(), minlength=num_tags)
     return np.log((counts + 1) / (counts.sum() + num_tags))
 
 
